@@ -1,0 +1,150 @@
+"""Batched offscreen rendering of many sub-envs with one OpenGL context.
+
+All sub-envs' frames are drawn as tiles of one framebuffer and read back with a single
+``mjr_readPixels``: the per-frame read-back and sync, which dominate small software-rendered
+frames, are paid once per batch instead of once per env.
+"""
+
+from __future__ import annotations
+
+import os
+
+import mujoco
+import numpy as np
+
+from wmrl.errors import WmrlError
+
+
+def ensure_gl_backend() -> str:
+    """Pick a headless GL backend: ``MUJOCO_GL`` if set, else EGL, falling back to OSMesa.
+
+    Must run before ``mujoco.GLContext`` is first created. Raises :class:`WmrlError` naming the
+    backends tried when none works."""
+    if os.environ.get("MUJOCO_GL"):
+        return os.environ["MUJOCO_GL"]
+    for backend in ("egl", "osmesa"):
+        if _probe(backend):
+            os.environ["MUJOCO_GL"] = backend
+            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+            return backend
+    raise WmrlError(
+        "no headless rendering backend: MUJOCO_GL=egl and MUJOCO_GL=osmesa both failed; "
+        "install libegl1 libegl-mesa0 libgl1-mesa-dri (EGL) or libosmesa6 (OSMesa)"
+    )
+
+
+def _probe(backend: str) -> bool:
+    import subprocess
+    import sys
+
+    code = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
+    env = dict(os.environ, MUJOCO_GL=backend, PYOPENGL_PLATFORM=backend)
+    try:
+        return (
+            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class BatchRenderer:
+    """Render ``(N, H, W, 3)`` uint8 frames of N states of one model from named cameras.
+
+    Args:
+        model: the MuJoCo model (its ``vis.global_.offwidth/offheight`` bound the tile grid).
+        size: frame height and width in pixels.
+        cameras: camera names to render, e.g. ``("agentview", "wrist")``.
+    """
+
+    def __init__(self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...]):
+        try:
+            backend = ensure_gl_backend()
+        except WmrlError:
+            raise
+        self.model = model
+        self.size = size
+        self.width = int(model.vis.global_.offwidth)
+        self.height = int(model.vis.global_.offheight)
+        self.cols = self.width // size
+        self.rows = self.height // size
+        if self.cols * self.rows < 1:
+            raise WmrlError(f"offscreen buffer {self.width}x{self.height} cannot hold a {size}x{size} frame")
+        try:
+            self._gl = mujoco.GLContext(self.width, self.height)
+            self._gl.make_current()
+        except Exception as e:  # noqa: BLE001 - GL errors come in many types
+            raise WmrlError(f"cannot create a MUJOCO_GL={backend} rendering context: {e}") from None
+        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_50)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
+        self._scn = mujoco.MjvScene(model, maxgeom=200)
+        for flag in (
+            mujoco.mjtRndFlag.mjRND_SHADOW,
+            mujoco.mjtRndFlag.mjRND_REFLECTION,
+            mujoco.mjtRndFlag.mjRND_SKYBOX,
+        ):
+            self._scn.flags[flag] = 0
+        self._opt = mujoco.MjvOption()
+        self._pert = mujoco.MjvPerturb()
+        self._cams = []
+        for name in cameras:
+            cid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+            if cid < 0:
+                raise WmrlError(f"unknown camera {name!r}")
+            cam = mujoco.MjvCamera()
+            cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            cam.fixedcamid = cid
+            self._cams.append(cam)
+        self._scratch = mujoco.MjData(model)
+        self._buf = np.empty((self.height, self.width, 3), dtype=np.uint8)
+
+    def render(self, qpos: np.ndarray, mocap_pos: np.ndarray) -> list[np.ndarray]:
+        """Render every camera for each state.
+
+        Args:
+            qpos: (N, nq) joint positions.
+            mocap_pos: (N, nmocap, 3) mocap body positions.
+
+        Returns:
+            one uint8 array (N, size, size, 3) per camera, upright.
+        """
+        n = qpos.shape[0]
+        ncam = len(self._cams)
+        out = [np.empty((n, self.size, self.size, 3), np.uint8) for _ in range(ncam)]
+        per_pass = self.cols * self.rows
+        jobs = [(i, c) for i in range(n) for c in range(ncam)]
+        self._gl.make_current()
+        m, d, s = self.model, self._scratch, self.size
+        for start in range(0, len(jobs), per_pass):
+            chunk = jobs[start : start + per_pass]
+            for k, (i, c) in enumerate(chunk):
+                d.qpos[:] = qpos[i]
+                d.mocap_pos[:] = mocap_pos[i]
+                mujoco.mj_kinematics(m, d)
+                mujoco.mj_camlight(m, d)
+                mujoco.mjv_updateScene(
+                    m, d, self._opt, self._pert, self._cams[c], mujoco.mjtCatBit.mjCAT_ALL, self._scn
+                )
+                viewport = mujoco.MjrRect((k % self.cols) * s, (k // self.cols) * s, s, s)
+                mujoco.mjr_render(viewport, self._scn, self._con)
+            used_rows = (len(chunk) + self.cols - 1) // self.cols
+            rect = mujoco.MjrRect(0, 0, self.width, used_rows * s)
+            buf = self._buf[: used_rows * s]
+            mujoco.mjr_readPixels(buf, None, rect, self._con)
+            for k, (i, c) in enumerate(chunk):
+                r, col = k // self.cols, k % self.cols
+                # GL rows start at the bottom: flip to upright.
+                out[c][i] = buf[r * s : (r + 1) * s, col * s : (col + 1) * s][::-1]
+        return out
+
+    def close(self) -> None:
+        if getattr(self, "_gl", None) is not None:
+            try:
+                self._con.free()
+                self._gl.free()
+            except Exception:  # noqa: BLE001
+                pass
+            self._gl = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        self.close()

@@ -1,0 +1,93 @@
+"""Wrappers over any env honouring the batched contract (real or imagined)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+from envs.base import BadActionError
+
+
+class ActionChunkWrapper(VectorWrapper):
+    """Step action chunks of K actions: ``step(actions (N, K, A))``.
+
+    Each sub-env executes its chunk until it ends (terminated or truncated) or the chunk runs
+    out. Rewards over the executed steps are summed. ``info["chunk_valid"]`` (N, K) marks the
+    steps each sub-env executed, ``info["chunk_rewards"]`` (N, K) holds per-step rewards, and
+    ``info["chunk_frames"]`` (N, K, H, W, 3) the frames after each executed step. The wrapped
+    env must use SAME_STEP autoreset, so a sub-env that ends mid-chunk has already restarted
+    when the chunk returns (its terminal observation is in ``info["final_obs"]``).
+    """
+
+    def __init__(self, env: VectorEnv, chunk_size: int):
+        super().__init__(env)
+        if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            raise BadActionError("ActionChunkWrapper needs an env made with autoreset_mode='same_step'")
+        if chunk_size < 1:
+            raise BadActionError(f"chunk_size={chunk_size} must be >= 1")
+        self.chunk_size = int(chunk_size)
+
+    def step(self, actions):
+        a = np.asarray(actions, dtype=np.float32)
+        n, k = self.num_envs, self.chunk_size
+        if a.ndim != 3 or a.shape[:2] != (n, k):
+            raise BadActionError(f"action chunk has shape {a.shape}; expected ({n}, {k}, A)")
+        active = np.ones(n, bool)
+        total = np.zeros(n, np.float32)
+        valid = np.zeros((n, k), bool)
+        rewards = np.zeros((n, k), np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        success = np.zeros(n, bool)
+        frames = None
+        final_obs: dict[str, np.ndarray] | None = None
+        final_mask = np.zeros(n, bool)
+        obs: dict[str, np.ndarray] = {}
+        info: dict[str, Any] = {}
+        held: dict[str, np.ndarray] | None = None
+        for t in range(k):
+            if not active.any():
+                break
+            # Sub-envs already done this chunk repeat a zero action; their results are ignored
+            # (the env has autoreset them; we keep their post-reset obs from that step).
+            step_a = np.where(active[:, None], a[:, t], 0.0).astype(np.float32)
+            o, r, te, tr, inf = self.env.step(step_a)
+            valid[:, t] = active
+            rewards[:, t] = np.where(active, r, 0.0)
+            total += rewards[:, t]
+            success |= active & np.asarray(inf["success"], bool)
+            done = active & (te | tr)
+            terminated |= active & te
+            truncated |= active & tr
+            if frames is None:
+                frames = np.zeros((n, k) + o["image"].shape[1:], np.uint8)
+            frames[active, t] = (inf["final_obs"]["image"] if "final_obs" in inf else o["image"])[active]
+            if held is None:
+                held = {key: v.copy() for key, v in o.items()}
+            else:
+                for key in held:
+                    held[key][active] = o[key][active]
+            if done.any():
+                fo = inf["final_obs"]
+                if final_obs is None:
+                    final_obs = {key: v.copy() for key, v in fo.items()}
+                else:
+                    for key in final_obs:
+                        final_obs[key][done] = fo[key][done]
+                final_mask |= done
+            active &= ~done
+            info = inf
+        obs = held if held is not None else obs
+        out_info = {
+            "success": success,
+            "instruction": list(getattr(self.env.unwrapped, "instructions", info.get("instruction", []))),
+            "chunk_valid": valid,
+            "chunk_rewards": rewards,
+            "chunk_frames": frames,
+        }
+        if final_obs is not None:
+            out_info["final_obs"] = final_obs
+            out_info["_final_obs"] = final_mask
+        return obs, total, terminated, truncated, out_info

@@ -1,0 +1,155 @@
+"""Contract tests for every registered built-in task and the batched API."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs
+from envs.base import BadActionError
+from envs.wrappers import ActionChunkWrapper
+from wmrl.errors import WmrlError
+
+BUILTIN = envs.list_tasks("mujoco")
+
+
+def test_builtin_suite_has_six_tasks_over_three_families():
+    from envs.tabletop.tasks import TASKS
+
+    assert len(BUILTIN) >= 6
+    assert len({TASKS[t].family for t in BUILTIN}) >= 3
+    for t in BUILTIN:
+        doc = type(TASKS[t]).__doc__
+        assert "Task Description" in doc and "Randomizations" in doc and "Success Conditions" in doc
+
+
+@pytest.mark.parametrize("task", BUILTIN)
+def test_vector_contract(task):
+    env = envs.make_vec(task, 3, seed=0, wrist_image=True)
+    obs, info = env.reset(seed=0)
+    assert obs["image"].shape == (3, 64, 64, 3) and obs["image"].dtype == np.uint8
+    assert obs["wrist_image"].shape == (3, 64, 64, 3)
+    assert obs["state"].shape == (3, 8) and obs["state"].dtype == np.float32
+    assert env.observation_space.contains(obs)
+    assert len(env.instructions) == 3 and all(isinstance(s, str) and s for s in env.instructions)
+    assert env.task_ids == [task] * 3
+    obs2, r, te, tr, info = env.step(env.action_space.sample())
+    assert r.shape == (3,) and te.shape == (3,) and tr.shape == (3,)
+    assert info["success"].dtype == bool and info["success"].shape == (3,)
+    env.close()
+
+
+@pytest.mark.parametrize("task", BUILTIN)
+def test_single_env_passes_gymnasium_checker(task):
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make(f"wmrl/{task}")
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+def test_reset_is_seeded_and_layouts_vary():
+    a = envs.make_vec("PushCube-v0", 4, seed=0)
+    b = envs.make_vec("PushCube-v0", 4, seed=0)
+    oa, _ = a.reset(seed=7)
+    ob, _ = b.reset(seed=7)
+    np.testing.assert_array_equal(oa["image"], ob["image"])
+    assert a.instructions == b.instructions
+    # Sub-envs draw different layouts.
+    assert len({x.tobytes() for x in oa["image"]}) == 4
+
+
+def test_reset_subset_keeps_others():
+    env = envs.make_vec("builtin", 6, seed=1)
+    obs, _ = env.reset(seed=1)
+    for _ in range(3):
+        obs, *_ = env.step(np.tile([[1.0, 0, 0, 0, 0, 0, 1.0]], (6, 1)).astype(np.float32))
+    mask = np.array([True, False, True, False, False, False])
+    obs2, _ = env.reset(options={"reset_mask": mask})
+    np.testing.assert_array_equal(obs2["state"][~mask], obs["state"][~mask])
+    assert not np.allclose(obs2["state"][mask], obs["state"][mask])
+
+
+def test_mixed_suite_batch_and_next_step_autoreset():
+    env = envs.make_vec("builtin", 6, seed=0, max_episode_steps=3)
+    assert len(set(env.task_ids)) == 6
+    env.reset(seed=0)
+    a = np.zeros((6, 7), np.float32)
+    for _ in range(2):
+        _, _, te, tr, _ = env.step(a)
+        assert not tr.any()
+    _, _, te, tr, _ = env.step(a)
+    assert tr.all()
+    _, r, te, tr, _ = env.step(a)  # NEXT_STEP: this step resets
+    assert not (te | tr).any() and (r == 0).all()
+    assert env.unwrapped._steps.tolist() == [0] * 6
+
+
+def test_same_step_autoreset_gives_final_obs_and_chunks():
+    env = envs.make_vec("LiftCube-v0", 2, seed=0, max_episode_steps=5, autoreset_mode="same_step")
+    chunked = ActionChunkWrapper(env, chunk_size=4)
+    chunked.reset(seed=0)
+    _, r, te, tr, info = chunked.step(np.zeros((2, 4, 7), np.float32))
+    assert info["chunk_valid"].all() and not (te | tr).any()
+    _, r, te, tr, info = chunked.step(np.zeros((2, 4, 7), np.float32))
+    assert tr.all()
+    assert info["chunk_valid"][:, 0].all() and not info["chunk_valid"][:, 1:].any()
+    assert info["final_obs"]["image"].shape == (2, 64, 64, 3)
+    assert info["chunk_frames"].shape == (2, 4, 64, 64, 3)
+    with pytest.raises(BadActionError, match="expected \\(2, 4, A\\)"):
+        chunked.step(np.zeros((2, 3, 7), np.float32))
+
+
+@pytest.mark.parametrize("task", BUILTIN)
+def test_expert_solves_and_noise_degrades(task):
+    def rate(noise: float, episodes: int = 16) -> float:
+        env = envs.make_vec(task, 8, seed=3, autoreset_mode="same_step")
+        ex = envs.make_expert(env, noise=noise, seed=0)
+        obs, info = env.reset(seed=3)
+        done = succ = 0
+        while done < episodes:
+            obs, r, te, tr, info = env.step(ex.act(obs, info))
+            done += int((te | tr).sum())
+            succ += int(te.sum())
+        return succ / done
+
+    assert rate(0.0) >= 0.9
+    assert rate(1.5) < 0.5
+
+
+def test_dense_and_sparse_rewards_are_separate():
+    sparse = envs.make_vec("PushCube-v0", 2, seed=0)
+    dense = envs.make_vec("PushCube-v0", 2, seed=0, reward_type="dense")
+    sparse.reset(seed=0)
+    dense.reset(seed=0)
+    a = np.zeros((2, 7), np.float32)
+    _, rs, *_ = sparse.step(a)
+    _, rd, *_ = dense.step(a)
+    assert (rs == 0).all() and ((rd > 0) & (rd < 1)).all()
+
+
+def test_bad_inputs_give_one_line_errors():
+    with pytest.raises(WmrlError, match="unknown task or suite 'NoSuchTask'.*valid tasks: .*PushCube-v0"):
+        envs.make_vec("NoSuchTask", 1)
+    with pytest.raises(WmrlError, match="image_size=16 is out of range"):
+        envs.make_vec("PushCube-v0", 1, image_size=16)
+    env = envs.make_vec("PushCube-v0", 2)
+    env.reset(seed=0)
+    with pytest.raises(BadActionError, match=r"action has shape \(2, 6\); expected \(2, 7\)"):
+        env.step(np.zeros((2, 6), np.float32))
+    bad = np.zeros((2, 7), np.float32)
+    bad[1, 3] = np.nan
+    with pytest.raises(BadActionError, match=r"action\[1, 3\]=nan is not finite"):
+        env.step(bad)
+
+
+def test_image_sizes_and_projection():
+    env = envs.make_vec("StackCube-v0", 1, seed=0, image_size=128)
+    obs, _ = env.reset(seed=0)
+    assert obs["image"].shape == (1, 128, 128, 3)
+    s = env.privileged_state()
+    cube = s["cube_pos"][0, s["target"][0]]
+    col, row = env.project_to_pixels(cube).round().astype(int)
+    pixel = obs["image"][0, row, col].astype(int)
+    assert pixel.max() - pixel.min() > 80  # a saturated cube colour, not the grey table

@@ -1,0 +1,475 @@
+"""Trajectory datasets in the LeRobotDataset layout (lerobot v3 format), written and read here.
+
+Features per frame (frame t's observation is before action t; ``next.*`` come after it):
+``observation.image`` (H,W,3) image, optional ``observation.wrist_image``, ``observation.state``
+(D,), ``action`` (7,), ``next.reward`` (1,), ``next.success`` (1,), ``next.done`` (1,), and the
+instruction as the frame's ``task``. A sidecar ``meta/wmrl_episodes.jsonl`` records each
+episode's env task id, seed and expert noise. Datasets are readable by lerobot's own
+``LeRobotDataset(repo_id, root=...)`` (with ``HF_HUB_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl.errors import DatasetError
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+FORMAT_VERSION = 1
+REQUIRED_FEATURES = ("observation.image", "observation.state", "action", "next.reward", "next.success")
+SIDECAR = "meta/wmrl_episodes.jsonl"
+
+
+def dataset_features(image_size: int, state_dim: int, wrist: bool, action_dim: int = 7) -> dict[str, dict]:
+    """lerobot feature spec of a wmrl trajectory dataset."""
+    img = {"dtype": "image", "shape": (image_size, image_size, 3), "names": ["height", "width", "channels"]}
+    feats: dict[str, dict] = {"observation.image": img}
+    if wrist:
+        feats["observation.wrist_image"] = dict(img)
+    feats.update(
+        {
+            "observation.state": {"dtype": "float32", "shape": (state_dim,), "names": None},
+            "action": {"dtype": "float32", "shape": (action_dim,), "names": None},
+            "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
+            "next.success": {"dtype": "bool", "shape": (1,), "names": None},
+            "next.done": {"dtype": "bool", "shape": (1,), "names": None},
+        }
+    )
+    return feats
+
+
+@dataclass
+class Trajectories:
+    """A trajectory dataset held in memory (numpy). N frames, E episodes.
+
+    Args:
+        images: uint8 (N,H,W,3) agent view before each action.
+        wrist_images: uint8 (N,H,W,3) or None.
+        states: float32 (N,D).
+        actions: float32 (N,A).
+        rewards: float32 (N,) reward after each action.
+        successes: bool (N,) success after each action.
+        dones: bool (N,) episode ended after this action.
+        episode_index: int64 (N,) episode id of each frame (0..E-1, contiguous).
+        frame_index: int64 (N,) step within its episode.
+        instructions: list of N instruction strings.
+        task_ids: list of N env task ids.
+        fps: control rate.
+        episode_weights: float32 (E,) sampling weights (co-evolution up-weights failures).
+    """
+
+    images: np.ndarray
+    wrist_images: np.ndarray | None
+    states: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    successes: np.ndarray
+    dones: np.ndarray
+    episode_index: np.ndarray
+    frame_index: np.ndarray
+    instructions: list[str]
+    task_ids: list[str]
+    fps: int = 20
+    episode_weights: np.ndarray | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        n = len(self.images)
+        for name in ("states", "actions", "rewards", "successes", "dones", "episode_index", "frame_index"):
+            if len(getattr(self, name)) != n:
+                raise DatasetError(f"Trajectories.{name} has {len(getattr(self, name))} rows; expected {n}")
+        if self.images.ndim != 4 or self.images.shape[-1] != 3 or self.images.dtype != np.uint8:
+            raise DatasetError(
+                f"images have shape {self.images.shape} {self.images.dtype}; expected uint8 (N,H,W,3)"
+            )
+        if self.episode_weights is None:
+            self.episode_weights = np.ones(self.num_episodes, np.float32)
+
+    # --------------------------------------------------------------- shape
+    @property
+    def num_frames(self) -> int:
+        return len(self.images)
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episode_bounds)
+
+    @property
+    def image_size(self) -> int:
+        return int(self.images.shape[1])
+
+    @property
+    def episode_bounds(self) -> np.ndarray:
+        """int64 (E,2): [start, end) frame rows of each episode."""
+        if self.num_frames == 0:
+            return np.zeros((0, 2), np.int64)
+        change = np.flatnonzero(np.diff(self.episode_index)) + 1
+        starts = np.concatenate([[0], change])
+        ends = np.concatenate([change, [self.num_frames]])
+        return np.stack([starts, ends], axis=1).astype(np.int64)
+
+    @property
+    def episode_success(self) -> np.ndarray:
+        """bool (E,): whether each episode reached success."""
+        return np.array([self.successes[s:e].any() for s, e in self.episode_bounds], dtype=bool)
+
+    def episode_task_ids(self) -> list[str]:
+        return [self.task_ids[s] for s, _ in self.episode_bounds]
+
+    # ------------------------------------------------------------ windows
+    def window_starts(self, context: int, horizon: int) -> np.ndarray:
+        """Rows s such that frames s .. s+context+horizon-1 lie in one episode (int64 (M,))."""
+        span = context + horizon
+        out = [np.arange(s, e - span + 1) for s, e in self.episode_bounds if e - s >= span]
+        return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+
+    # ------------------------------------------------------- subsets
+    def select_episodes(self, episodes: Sequence[int] | np.ndarray) -> Trajectories:
+        """The given episodes (by position 0..E-1), renumbered 0..len-1."""
+        bounds = self.episode_bounds
+        episodes = np.asarray(episodes, dtype=np.int64)
+        rows = (
+            np.concatenate([np.arange(*bounds[e]) for e in episodes])
+            if len(episodes)
+            else np.zeros(0, np.int64)
+        )
+        new_ep = (
+            np.concatenate([np.full(bounds[e, 1] - bounds[e, 0], k) for k, e in enumerate(episodes)])
+            if len(episodes)
+            else np.zeros(0, np.int64)
+        )
+        return Trajectories(
+            images=self.images[rows],
+            wrist_images=None if self.wrist_images is None else self.wrist_images[rows],
+            states=self.states[rows],
+            actions=self.actions[rows],
+            rewards=self.rewards[rows],
+            successes=self.successes[rows],
+            dones=self.dones[rows],
+            episode_index=new_ep.astype(np.int64),
+            frame_index=self.frame_index[rows],
+            instructions=[self.instructions[r] for r in rows],
+            task_ids=[self.task_ids[r] for r in rows],
+            fps=self.fps,
+            episode_weights=self.episode_weights[episodes],
+        )
+
+    def split_episodes(self, frac_test: float, seed: int = 0) -> tuple[Trajectories, Trajectories]:
+        """Split by episode into (train, test); at least one episode in each when E >= 2."""
+        if not 0.0 < frac_test < 1.0:
+            raise DatasetError(f"frac_test={frac_test} must be in (0, 1)")
+        e = self.num_episodes
+        if e < 2:
+            raise DatasetError(f"cannot split a dataset of {e} episode(s); need at least 2")
+        perm = np.random.default_rng(seed).permutation(e)
+        n_test = min(max(1, round(e * frac_test)), e - 1)
+        return self.select_episodes(np.sort(perm[n_test:])), self.select_episodes(np.sort(perm[:n_test]))
+
+    @staticmethod
+    def concat(parts: Sequence[Trajectories]) -> Trajectories:
+        """Concatenate datasets (episodes renumbered; all parts must share image size and dims)."""
+        parts = [p for p in parts if p.num_frames]
+        if not parts:
+            raise DatasetError("nothing to concatenate: all parts are empty")
+        ref = parts[0]
+        for p in parts[1:]:
+            if p.images.shape[1:] != ref.images.shape[1:] or p.states.shape[1] != ref.states.shape[1]:
+                raise DatasetError(
+                    f"cannot concatenate datasets with frames {p.images.shape[1:]} / state {p.states.shape[1]} "
+                    f"and frames {ref.images.shape[1:]} / state {ref.states.shape[1]}"
+                )
+        offset, eps = 0, []
+        for p in parts:
+            eps.append(p.episode_index - p.episode_index.min() + offset if p.num_frames else p.episode_index)
+            offset += p.num_episodes
+        wrist = (
+            None
+            if any(p.wrist_images is None for p in parts)
+            else np.concatenate([p.wrist_images for p in parts])
+        )
+        return Trajectories(
+            images=np.concatenate([p.images for p in parts]),
+            wrist_images=wrist,
+            states=np.concatenate([p.states for p in parts]),
+            actions=np.concatenate([p.actions for p in parts]),
+            rewards=np.concatenate([p.rewards for p in parts]),
+            successes=np.concatenate([p.successes for p in parts]),
+            dones=np.concatenate([p.dones for p in parts]),
+            episode_index=np.concatenate(eps),
+            frame_index=np.concatenate([p.frame_index for p in parts]),
+            instructions=sum((p.instructions for p in parts), []),
+            task_ids=sum((p.task_ids for p in parts), []),
+            fps=ref.fps,
+            episode_weights=np.concatenate([p.episode_weights for p in parts]),
+        )
+
+    def with_weights(self, weights: np.ndarray) -> Trajectories:
+        w = np.asarray(weights, np.float32)
+        if w.shape != (self.num_episodes,):
+            raise DatasetError(f"episode weights have shape {w.shape}; expected ({self.num_episodes},)")
+        return replace(self, episode_weights=w)
+
+
+# ---------------------------------------------------------------------- reading
+def _decode_images(column: list[dict]) -> np.ndarray:
+    import cv2
+
+    out = []
+    for cell in column:
+        data = cell.get("bytes") if isinstance(cell, dict) else None
+        if data is None:
+            raise DatasetError("an image cell holds no bytes (dataset written with external image paths?)")
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+        if img is None:
+            raise DatasetError("an image in the dataset cannot be decoded (corrupt file?)")
+        out.append(img[:, :, ::-1])
+    return np.stack(out).astype(np.uint8)
+
+
+def load_trajectories(root: str | os.PathLike, require: Sequence[str] = REQUIRED_FEATURES) -> Trajectories:
+    """Load a wmrl/LeRobot trajectory dataset from ``root`` into memory.
+
+    Raises :class:`DatasetError` (one line) when the folder is missing, is not a LeRobotDataset,
+    or lacks a needed feature."""
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    info_path = root / "meta" / "info.json"
+    if not info_path.exists():
+        raise DatasetError(f"no dataset at {str(root)!r}: {info_path} is missing (run `wmrl collect` first)")
+    try:
+        info = json.loads(info_path.read_text())
+        features = info["features"]
+    except (json.JSONDecodeError, KeyError) as e:
+        raise DatasetError(f"corrupt dataset metadata {info_path}: {e}") from None
+    missing = [f for f in require if f not in features]
+    if missing:
+        raise DatasetError(f"dataset {str(root)!r} lacks feature(s) {missing}; it has {sorted(features)}")
+    files = sorted((root / "data").glob("*/*.parquet"))
+    if not files:
+        raise DatasetError(f"dataset {str(root)!r} holds no data files under data/")
+    try:
+        table = pq.ParquetDataset(files).read() if len(files) > 1 else pq.read_table(files[0])
+        tasks = pq.read_table(root / "meta" / "tasks.parquet").to_pandas()
+    except Exception as e:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+        raise DatasetError(f"cannot read dataset {str(root)!r}: {type(e).__name__}: {e}") from None
+    order = np.lexsort((table["frame_index"].to_numpy(), table["episode_index"].to_numpy()))
+    table = table.take(order)
+    task_of = (
+        {int(r): str(t) for t, r in zip(tasks.index, tasks["task_index"])} if "task_index" in tasks else {}
+    )
+    if not task_of and "task" in tasks:
+        task_of = {int(i): str(t) for i, t in zip(tasks["task_index"], tasks["task"])}
+
+    def col(name: str, dtype) -> np.ndarray:
+        return np.asarray(table[name].to_pylist(), dtype=dtype) if name in table.column_names else None
+
+    n = table.num_rows
+    episode_index = table["episode_index"].to_numpy().astype(np.int64)
+    sidecar = _read_sidecar(root)
+    uniq = np.unique(episode_index)
+    remap = {int(e): k for k, e in enumerate(uniq)}
+    task_index = table["task_index"].to_numpy()
+    instructions = [task_of.get(int(t), "") for t in task_index]
+    env_task = [sidecar.get(int(e), {}).get("task_id", "") for e in episode_index]
+    dones = col("next.done", bool)
+    traj = Trajectories(
+        images=_decode_images(table["observation.image"].to_pylist()),
+        wrist_images=_decode_images(table["observation.wrist_image"].to_pylist())
+        if "observation.wrist_image" in table.column_names
+        else None,
+        states=col("observation.state", np.float32),
+        actions=col("action", np.float32),
+        rewards=col("next.reward", np.float32).reshape(n),
+        successes=col("next.success", bool).reshape(n),
+        dones=dones.reshape(n) if dones is not None else np.zeros(n, bool),
+        episode_index=np.array([remap[int(e)] for e in episode_index], np.int64),
+        frame_index=table["frame_index"].to_numpy().astype(np.int64),
+        instructions=instructions,
+        task_ids=env_task,
+        fps=int(info.get("fps", 20)),
+    )
+    return traj
+
+
+def _read_sidecar(root: Path) -> dict[int, dict[str, Any]]:
+    path = root / SIDECAR
+    out: dict[int, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out[int(row["episode_index"])] = row
+    return out
+
+
+# ---------------------------------------------------------------------- writing
+class DatasetRecorder:
+    """Write episodes from a batched env into a LeRobotDataset at ``root``.
+
+    Args:
+        root: dataset folder. An existing dataset is refused unless ``append`` (then episodes are
+            added to it) or ``overwrite`` (then it is replaced once the new one is complete).
+        fps: control rate.
+        image_size, state_dim, wrist: feature shapes.
+        append, overwrite: see ``root``.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        fps: int,
+        image_size: int,
+        state_dim: int,
+        wrist: bool = False,
+        append: bool = False,
+        overwrite: bool = False,
+    ):
+        import datasets
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+        datasets.disable_progress_bars()
+        self.root = Path(root)
+        self.final_root = self.root
+        exists = (self.root / "meta" / "info.json").exists()
+        if self.root.exists() and any(self.root.iterdir()) and not exists and not overwrite:
+            raise DatasetError(
+                f"output folder {str(self.root)!r} exists and is not a dataset; choose another --out"
+            )
+        if exists and not (append or overwrite):
+            raise DatasetError(
+                f"dataset {str(self.root)!r} already exists; pass --append to add episodes or --overwrite to replace it"
+            )
+        features = dataset_features(image_size, state_dim, wrist)
+        if exists and append:
+            self.ds = LeRobotDataset(_repo_id(self.root), root=self.root)
+            have = {k: tuple(v["shape"]) for k, v in self.ds.features.items() if k in features}
+            want = {k: tuple(v["shape"]) for k, v in features.items()}
+            if have != want:
+                raise DatasetError(
+                    f"cannot append to {str(self.root)!r}: its features {have} differ from {want}"
+                )
+            self._next_episode = self.ds.num_episodes
+        else:
+            if exists and overwrite:  # write beside, swap in at finalize: nothing is lost on failure
+                self.root = self.root.with_name(self.root.name + ".tmp-new")
+                shutil.rmtree(self.root, ignore_errors=True)
+            elif self.root.exists() and not any(self.root.iterdir()):
+                self.root.rmdir()
+            self.ds = LeRobotDataset.create(
+                _repo_id(self.final_root), fps=fps, features=features, root=self.root, use_videos=False
+            )
+            self._next_episode = 0
+        self.wrist = wrist
+        self._sidecar_rows: list[dict[str, Any]] = []
+
+    def add_episode(self, steps: dict[str, np.ndarray], instruction: str, meta: dict[str, Any]) -> int:
+        """Append one episode. ``steps`` holds arrays over T steps: ``image`` (T,H,W,3), optional
+        ``wrist_image``, ``state`` (T,D), ``action`` (T,7), ``reward`` (T,), ``success`` (T,),
+        ``done`` (T,). Returns the episode index."""
+        t_len = len(steps["action"])
+        for t in range(t_len):
+            frame = {
+                "observation.image": steps["image"][t],
+                "observation.state": np.asarray(steps["state"][t], np.float32),
+                "action": np.asarray(steps["action"][t], np.float32),
+                "next.reward": np.array([steps["reward"][t]], np.float32),
+                "next.success": np.array([bool(steps["success"][t])]),
+                "next.done": np.array([bool(steps["done"][t])]),
+                "task": instruction,
+            }
+            if self.wrist:
+                frame["observation.wrist_image"] = steps["wrist_image"][t]
+            self.ds.add_frame(frame)
+        self.ds.save_episode()
+        ep = self._next_episode
+        self._next_episode += 1
+        self._sidecar_rows.append(
+            {"episode_index": ep, "length": t_len, "success": bool(np.any(steps["success"])), **meta}
+        )
+        return ep
+
+    def record(
+        self,
+        env,
+        act: Callable[[dict[str, np.ndarray], dict[str, Any]], np.ndarray],
+        num_episodes: int,
+        meta: dict[str, Any] | None = None,
+        progress: bool = True,
+    ) -> list[int]:
+        """Run ``act(obs, info) -> (N,7)`` in a SAME_STEP-autoreset vector env until
+        ``num_episodes`` episodes are done; write each as it ends. Returns episode indices."""
+        from tqdm import tqdm
+
+        n = env.num_envs
+        # Each sub-env records a fixed quota of consecutive episodes, so quick (often
+        # successful) episodes are not over-represented.
+        quota = np.full(n, num_episodes // n) + (np.arange(n) < num_episodes % n)
+        obs, info = env.reset()
+        bufs: list[dict[str, list]] = [_empty_buf() for _ in range(n)]
+        instr = list(env.unwrapped.instructions)
+        tasks = list(env.unwrapped.task_ids)
+        written: list[int] = []
+        bar = tqdm(total=num_episodes, desc="collect", unit="ep", disable=not progress)
+        while len(written) < num_episodes:
+            actions = act(obs, info)
+            nobs, r, te, tr, info = env.step(actions)
+            for i in range(n):
+                b = bufs[i]
+                b["image"].append(obs["image"][i])
+                if self.wrist:
+                    b["wrist_image"].append(obs["wrist_image"][i])
+                b["state"].append(obs["state"][i])
+                b["action"].append(actions[i])
+                b["reward"].append(r[i])
+                b["success"].append(bool(info["success"][i]))
+                b["done"].append(bool(te[i] or tr[i]))
+                if te[i] or tr[i]:
+                    if quota[i] > 0:
+                        quota[i] -= 1
+                        steps = {k: np.asarray(v) for k, v in b.items() if v}
+                        written.append(
+                            self.add_episode(steps, instr[i], {"task_id": tasks[i], **(meta or {})})
+                        )
+                        bar.update(1)
+                    bufs[i] = _empty_buf()
+            instr = list(env.unwrapped.instructions)
+            obs = nobs
+        bar.close()
+        return written
+
+    def finalize(self) -> Path:
+        """Close the dataset files, write the sidecar, and (overwrite) swap the new dataset in."""
+        from wmrl.io import atomic_write_text
+
+        self.ds.finalize()
+        side = self.root / SIDECAR
+        old = side.read_text() if side.exists() else ""
+        rows = "".join(json.dumps(r) + "\n" for r in self._sidecar_rows)
+        atomic_write_text(side, old + rows)
+        atomic_write_text(
+            self.root / "meta" / "wmrl.json", json.dumps({"format_version": FORMAT_VERSION}) + "\n"
+        )
+        if self.root != self.final_root:
+            backup = self.final_root.with_name(self.final_root.name + ".old")
+            shutil.rmtree(backup, ignore_errors=True)
+            os.replace(self.final_root, backup)
+            os.replace(self.root, self.final_root)
+            shutil.rmtree(backup, ignore_errors=True)
+            self.root = self.final_root
+        return self.final_root
+
+
+def _empty_buf() -> dict[str, list]:
+    return {k: [] for k in ("image", "wrist_image", "state", "action", "reward", "success", "done")}
+
+
+def _repo_id(root: Path) -> str:
+    return f"local/{root.name}"
