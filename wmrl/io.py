@@ -16,7 +16,8 @@ def atomic_write(path: str | os.PathLike, writer: Callable[[Path], None]) -> Pat
     left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The temp name keeps the suffix: some writers (ffmpeg) pick the format from it.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
