@@ -1,0 +1,108 @@
+"""Rebuild the README's results table from the committed JSON under ``benchmarks/results/``.
+
+``python -m benchmarks.report [--check]`` rewrites the block between ``<!-- results:start -->``
+and ``<!-- results:end -->`` in README.md (``--check`` exits 1 if it is out of date)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def _get(d: dict, path: str) -> Any:
+    for k in path.split("."):
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+def _last(v: Any) -> Any:
+    return v[-1] if isinstance(v, list) and v else v
+
+
+# (file, label, path-or-fn, goal)
+ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
+    ("sim_throughput.json", "built-in suite, 16 envs, 64x64 render: env-steps/s", "steps_per_s.batched_16", ">= 1,000"),
+    ("sim_throughput.json", "built-in suite, 64 envs: env-steps/s", "steps_per_s.batched_64", ""),
+    ("sim_throughput.json", "batched 16 / gymnasium SyncVectorEnv 16", "ratio_vs_sync_vector_16", ">= 2"),
+    ("sim_throughput.json", "gymnasium Pusher-v5 + 64x64 render: steps/s (peer)", "pusher_v5_steps_per_s", ""),
+    ("wm_fidelity.json", "world model family (CPU default)", "family", ""),
+    ("wm_fidelity.json", "PSNR at h=16 (model / copy-last)",
+     lambda d: f"{_fmt(_last(d.get('psnr_by_horizon')))} / {_fmt(_last(_get(d, 'baseline_copy_last.psnr_by_horizon')))}",
+     "model >= copy-last + 3 dB"),
+    ("wm_fidelity.json", "object error px at h=16 (model / copy-last)",
+     lambda d: f"{_fmt(_last(d.get('object_error_px_by_horizon')))} / "
+     f"{_fmt(_last(_get(d, 'baseline_copy_last.object_error_px_by_horizon')))}", "model <= copy-last / 2"),
+    ("wm_fidelity.json", "action-shuffle moving-PSNR drop (dB)", "action_shuffle_psnr_drop", ">= 2"),
+    ("wm_fidelity.json", "imagined frames/s (batch 32, 64x64)", "imagined_frames_per_s", ">= 100"),
+    ("policy_sft.json", "SFT success, small demo budget", "small_budget_success", "0.2-0.6"),
+    ("policy_sft.json", "SFT success, large demo budget", "large_budget_success", ">= 0.8"),
+    ("reward_models.json", "IDM R2 (mean of position dims)", "idm_r2_position", ">= 0.9"),
+    ("reward_models.json", "success model AUROC", "success_auroc", ">= 0.95"),
+    ("reward_models.json", "executability AUROC", "executability_auroc", ">= 0.9"),
+    ("imagination_lift.json", "SFT success (real sim)", "sft_success", ""),
+    ("imagination_lift.json", "after RL in imagination", "imagination_rl_success", ">= SFT + 0.30"),
+    ("imagination_lift.json", "co-evolution success by round", "coevolution_success_by_round", ""),
+    ("imagination_lift.json", "RL in real sim, same real budget", "real_rl_same_budget_success", "<= imagination RL"),
+    ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
+    ("libero_quick.json", "LIBERO quick slice: success", "mean_success", ""),
+    ("maniskill_quick.json", "ManiSkill3 quick slice: success", "mean_success", ""),
+]
+
+
+def table() -> str:
+    lines = ["| benchmark file | figure | value | goal | quick? |", "|---|---|---|---|---|"]
+    cache: dict[str, dict | None] = {}
+    for fname, label, path, goal in ROWS:
+        if fname not in cache:
+            p = RESULTS / fname
+            cache[fname] = json.loads(p.read_text()) if p.exists() else None
+        d = cache[fname]
+        if d is None:
+            continue
+        v = path(d) if callable(path) else _fmt(_get(d, path))
+        quick = "quick" if d.get("quick") else "full"
+        lines.append(f"| `{fname}` | {label} | {v} | {goal} | {quick} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true")
+    a = p.parse_args(argv)
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md lacks the {START} ... {END} markers")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{START}\n{table()}\n{END}{tail}"
+    if a.check:
+        return 0 if new == text else 1
+    readme.write_text(new)
+    print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
