@@ -153,3 +153,35 @@ def test_image_sizes_and_projection():
     col, row = env.project_to_pixels(cube).round().astype(int)
     pixel = obs["image"][0, row, col].astype(int)
     assert pixel.max() - pixel.min() > 80  # a saturated cube colour, not the grey table
+
+
+def test_bad_rendering_backend_is_a_one_line_cli_error(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MUJOCO_GL="bogus")
+    out = tmp_path / "d"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wmrl.cli",
+            "collect",
+            "--task",
+            "LiftCube-v0",
+            "--episodes",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 2
+    assert (
+        r.stderr.strip()
+        == "error: MUJOCO_GL='bogus' is not a rendering backend; expected one of egl, osmesa, glfw"
+    )
+    assert not out.exists()

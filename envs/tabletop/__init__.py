@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from envs.tabletop.gl import select_backend
+
+select_backend()  # before anything imports mujoco
+
 TASK_STEPS = {
     "PushCube-v0": 60,
     "PushCubeSpatial-v0": 60,

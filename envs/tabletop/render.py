@@ -7,45 +7,11 @@ frames, are paid once per batch instead of once per env.
 
 from __future__ import annotations
 
-import os
-
 import mujoco
 import numpy as np
 
+from envs.tabletop.gl import INSTALL_HINT, check_backend
 from wmrl.errors import WmrlError
-
-
-def ensure_gl_backend() -> str:
-    """Pick a headless GL backend: ``MUJOCO_GL`` if set, else EGL, falling back to OSMesa.
-
-    Must run before ``mujoco.GLContext`` is first created. Raises :class:`WmrlError` naming the
-    backends tried when none works."""
-    if os.environ.get("MUJOCO_GL"):
-        return os.environ["MUJOCO_GL"]
-    for backend in ("egl", "osmesa"):
-        if _probe(backend):
-            os.environ["MUJOCO_GL"] = backend
-            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
-            return backend
-    raise WmrlError(
-        "no headless rendering backend: MUJOCO_GL=egl and MUJOCO_GL=osmesa both failed; "
-        "install libegl1 libegl-mesa0 libgl1-mesa-dri (EGL) or libosmesa6 (OSMesa)"
-    )
-
-
-def _probe(backend: str) -> bool:
-    import subprocess
-    import sys
-
-    code = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
-    env = dict(os.environ, MUJOCO_GL=backend, PYOPENGL_PLATFORM=backend)
-    try:
-        return (
-            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 class BatchRenderer:
@@ -58,10 +24,7 @@ class BatchRenderer:
     """
 
     def __init__(self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...]):
-        try:
-            backend = ensure_gl_backend()
-        except WmrlError:
-            raise
+        backend = check_backend()
         self.model = model
         self.size = size
         self.width = int(model.vis.global_.offwidth)
@@ -74,7 +37,8 @@ class BatchRenderer:
             self._gl = mujoco.GLContext(self.width, self.height)
             self._gl.make_current()
         except Exception as e:  # noqa: BLE001 - GL errors come in many types
-            raise WmrlError(f"cannot create a MUJOCO_GL={backend} rendering context: {e}") from None
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise WmrlError(f"cannot create a MUJOCO_GL={backend} rendering context ({msg}); {INSTALL_HINT}") from None
         self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_50)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
         self._scn = mujoco.MjvScene(model, maxgeom=200)
