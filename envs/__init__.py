@@ -19,6 +19,9 @@ from envs.registry import (
 
 _tabletop.register()
 
+import envs.libero  # noqa: E402,F401  (light registration; LIBERO runs in its own venv's workers)
+import envs.maniskill  # noqa: E402,F401  (light registration; ManiSkill3 runs in its own venv's workers)
+
 
 def make_expert(env, noise: float = 0.0, seed: int = 0):
     """Scripted expert for a built-in env (batched). ``noise`` (>= 0) is the std of Gaussian action

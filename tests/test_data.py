@@ -121,3 +121,40 @@ def test_cli_unknown_task_exits_nonzero(tmp_path):
     )
     assert r.returncode == 2 and "unknown task or suite 'Nope-v0'" in r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_loads_community_libero_layout(tmp_path):
+    """A LIBERO demo dataset in the community LeRobot layout (written here, image features)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    img = {"dtype": "image", "shape": (32, 32, 3), "names": ["height", "width", "channels"]}
+    feats = {
+        "observation.images.image": img,
+        "observation.images.wrist_image": dict(img),
+        "observation.state": {"dtype": "float32", "shape": (8,), "names": None},
+        "action": {"dtype": "float32", "shape": (7,), "names": None},
+    }
+    root = tmp_path / "libero_demo"
+    ds = LeRobotDataset.create("local/libero_demo", fps=10, features=feats, root=root, use_videos=False)
+    rng = np.random.default_rng(0)
+    for ep, task in enumerate(["put the bowl on the plate", "open the top drawer"]):
+        for t in range(5 + ep):
+            ds.add_frame(
+                {
+                    "observation.images.image": rng.integers(0, 255, (32, 32, 3), dtype=np.uint8),
+                    "observation.images.wrist_image": np.full((32, 32, 3), t, np.uint8),
+                    "observation.state": np.full(8, t, np.float32),
+                    "action": np.full(7, ep, np.float32),
+                    "task": task,
+                }
+            )
+        ds.save_episode()
+    ds.finalize()
+    with pytest.raises(DatasetError, match="lacks feature"):
+        load_trajectories(root)  # not wmrl's layout: no next.* features
+    t = load_trajectories(root, successful_demos=True)
+    assert t.num_episodes == 2 and t.num_frames == 11 and t.image_size == 32
+    assert t.wrist_images is not None and t.wrist_images[3, 0, 0, 0] == 3
+    assert t.instructions[0] == "put the bowl on the plate" and t.instructions[-1] == "open the top drawer"
+    assert t.successes.tolist() == [False] * 4 + [True] + [False] * 5 + [True]
+    assert t.episode_success.all() and (t.actions[5:] == 1).all()

@@ -233,8 +233,28 @@ def _decode_images(column: list[dict]) -> np.ndarray:
     return np.stack(out).astype(np.uint8)
 
 
-def load_trajectories(root: str | os.PathLike, require: Sequence[str] = REQUIRED_FEATURES) -> Trajectories:
-    """Load a wmrl/LeRobot trajectory dataset from ``root`` into memory.
+IMAGE_KEYS = ("observation.image", "observation.images.image", "observation.images.agentview", "image")
+WRIST_KEYS = ("observation.wrist_image", "observation.images.wrist_image", "wrist_image")
+
+
+def load_trajectories(
+    root: str | os.PathLike,
+    require: Sequence[str] = REQUIRED_FEATURES,
+    image_key: str | None = None,
+    wrist_key: str | None = None,
+    successful_demos: bool = False,
+) -> Trajectories:
+    """Load a LeRobot trajectory dataset from ``root`` into memory.
+
+    Args:
+        root: the dataset folder (``meta/info.json``, ``data/``, ``meta/tasks.parquet``).
+        require: features that must be present (wmrl's own layout by default).
+        image_key, wrist_key: feature names of the agent-view and wrist frames; by default the
+            first present of :data:`IMAGE_KEYS` / :data:`WRIST_KEYS`, so community layouts
+            (LIBERO's ``observation.images.image`` / ``observation.images.wrist_image``) load too.
+        successful_demos: the dataset holds successful demonstrations without ``next.*``
+            features (as published LIBERO demos): the last frame of each episode is marked
+            success/done with reward 1.
 
     Raises :class:`DatasetError` (one line) when the folder is missing, is not a LeRobotDataset,
     or lacks a needed feature."""
@@ -249,9 +269,17 @@ def load_trajectories(root: str | os.PathLike, require: Sequence[str] = REQUIRED
         features = info["features"]
     except (json.JSONDecodeError, KeyError) as e:
         raise DatasetError(f"corrupt dataset metadata {info_path}: {e}") from None
+    image_key = image_key or next((k for k in IMAGE_KEYS if k in features), IMAGE_KEYS[0])
+    wrist_key = wrist_key or next((k for k in WRIST_KEYS if k in features), None)
+    if successful_demos:
+        require = [image_key, "observation.state", "action"]
     missing = [f for f in require if f not in features]
     if missing:
         raise DatasetError(f"dataset {str(root)!r} lacks feature(s) {missing}; it has {sorted(features)}")
+    if image_key not in features:
+        raise DatasetError(
+            f"dataset {str(root)!r} has no image feature {image_key!r}; it has {sorted(features)}"
+        )
     files = sorted((root / "data").glob("*/*.parquet"))
     if not files:
         raise DatasetError(f"dataset {str(root)!r} holds no data files under data/")
@@ -265,38 +293,62 @@ def load_trajectories(root: str | os.PathLike, require: Sequence[str] = REQUIRED
     task_of = (
         {int(r): str(t) for t, r in zip(tasks.index, tasks["task_index"])} if "task_index" in tasks else {}
     )
-    if not task_of and "task" in tasks:
+    if "task" in tasks.columns:
         task_of = {int(i): str(t) for i, t in zip(tasks["task_index"], tasks["task"])}
 
-    def col(name: str, dtype) -> np.ndarray:
+    def col(name: str, dtype) -> np.ndarray | None:
         return np.asarray(table[name].to_pylist(), dtype=dtype) if name in table.column_names else None
+
+    def frames(key: str) -> np.ndarray:
+        if features[key].get("dtype") == "video":
+            return _decode_video_feature(root, key, table)
+        return _decode_images(table[key].to_pylist())
 
     n = table.num_rows
     episode_index = table["episode_index"].to_numpy().astype(np.int64)
     sidecar = _read_sidecar(root)
-    uniq = np.unique(episode_index)
-    remap = {int(e): k for k, e in enumerate(uniq)}
-    task_index = table["task_index"].to_numpy()
-    instructions = [task_of.get(int(t), "") for t in task_index]
+    remap = {int(e): k for k, e in enumerate(np.unique(episode_index))}
+    instructions = [task_of.get(int(t), "") for t in table["task_index"].to_numpy()]
     env_task = [sidecar.get(int(e), {}).get("task_id", "") for e in episode_index]
-    dones = col("next.done", bool)
-    traj = Trajectories(
-        images=_decode_images(table["observation.image"].to_pylist()),
-        wrist_images=_decode_images(table["observation.wrist_image"].to_pylist())
-        if "observation.wrist_image" in table.column_names
-        else None,
+    last = np.append(episode_index[1:] != episode_index[:-1], True)
+    if successful_demos:
+        rewards, successes, dones = last.astype(np.float32), last.copy(), last.copy()
+    else:
+        rewards = col("next.reward", np.float32).reshape(n)
+        successes = col("next.success", bool).reshape(n)
+        dones = col("next.done", bool)
+        dones = dones.reshape(n) if dones is not None else last
+    return Trajectories(
+        images=frames(image_key),
+        wrist_images=frames(wrist_key) if wrist_key and wrist_key in features else None,
         states=col("observation.state", np.float32),
         actions=col("action", np.float32),
-        rewards=col("next.reward", np.float32).reshape(n),
-        successes=col("next.success", bool).reshape(n),
-        dones=dones.reshape(n) if dones is not None else np.zeros(n, bool),
+        rewards=rewards,
+        successes=successes,
+        dones=dones,
         episode_index=np.array([remap[int(e)] for e in episode_index], np.int64),
         frame_index=table["frame_index"].to_numpy().astype(np.int64),
         instructions=instructions,
         task_ids=env_task,
         fps=int(info.get("fps", 20)),
     )
-    return traj
+
+
+def _decode_video_feature(root: Path, key: str, table) -> np.ndarray:
+    """Decode a video feature frame by frame with lerobot (needs torchcodec + FFmpeg or PyAV)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    try:
+        ds = LeRobotDataset(_repo_id(root), root=root)
+        out = []
+        for i in table["index"].to_numpy():
+            img = ds[int(i)][key]  # (3,H,W) float in [0,1]
+            out.append((img.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8))
+    except Exception as e:  # noqa: BLE001 - decoder back-ends raise many types
+        raise DatasetError(
+            f"cannot decode video feature {key!r} of {str(root)!r}: {type(e).__name__}: {e}"
+        ) from None
+    return np.stack(out)
 
 
 def _read_sidecar(root: Path) -> dict[int, dict[str, Any]]:

@@ -1,0 +1,73 @@
+"""Shared helpers of the benchmark runners: Wilson confidence intervals, machine and version info."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+import platform
+import sys
+from typing import Any
+
+
+def wilson_ci(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% (default ``z``) Wilson score interval of ``successes / n``; (0, 1) when ``n == 0``.
+
+    >>> tuple(round(x, 3) for x in wilson_ci(0, 2))
+    (0.0, 0.658)
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} is not in [0, n={n}]")
+    p = successes / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def success_summary(successes: list[bool] | Any) -> dict[str, Any]:
+    """``{"success_rate", "ci95": [lo, hi], "successes", "episodes"}`` of a list of outcomes."""
+    s = [bool(x) for x in successes]
+    k, n = sum(s), len(s)
+    lo, hi = wilson_ci(k, n)
+    return {"success_rate": k / n if n else 0.0, "ci95": [lo, hi], "successes": k, "episodes": n}
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, core count, memory, OS, python, GPU presence."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_gib": mem_gib,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "nvidia_gpu": os.path.exists("/dev/nvidiactl"),
+    }
+
+
+def package_versions(names: tuple[str, ...] = ("numpy", "gymnasium", "torch", "lerobot", "mujoco")) -> dict[str, str]:
+    """Installed versions of the core venv's packages (``"absent"`` when not installed)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
