@@ -1,0 +1,377 @@
+"""Contract tests run over every registered world-model family, with tiny configs and synthetic data.
+
+The synthetic scene: a coloured square on a grey background moved by actions[:2] (so a model
+that learns must use the actions); the state is the square's position.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from wmrl.data import Trajectories
+from wmrl.errors import CheckpointError, ConfigError, DatasetError, NonFiniteError, WmrlError
+from worldmodels import get_family, list_families, load_world_model, make_world_model
+from worldmodels.modeling_common import WindowSampler, train_step
+
+FAMILIES = list_families()
+TINY = dict(
+    image_size=16,
+    context_frames=2,
+    chunk_size=2,
+    state_dim=2,
+    patch_size=1,
+    block_out_channels=[8, 16],
+    norm_num_groups=4,
+    head_hidden=16,
+    autocast_bf16=False,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def synthetic_trajectories(
+    episodes: int = 4, length: int = 10, size: int = 16, seed: int = 0
+) -> Trajectories:
+    """A 3x3 red square moved by actions[:, :2] (1 px per unit) on grey; state = its position."""
+    rng = np.random.default_rng(seed)
+    imgs, states, acts = [], [], []
+    for _ in range(episodes):
+        pos = rng.uniform(4, size - 5, 2)
+        for _ in range(length):
+            img = np.full((size, size, 3), 128, np.uint8)
+            y, x = np.round(pos).astype(int)
+            img[y - 1 : y + 2, x - 1 : x + 2] = (216, 25, 25)
+            a = np.zeros(7, np.float32)
+            a[:2] = rng.uniform(-1, 1, 2)
+            imgs.append(img)
+            states.append(pos.astype(np.float32).copy())
+            acts.append(a)
+            pos = np.clip(pos + 1.5 * a[:2], 2, size - 3)
+    n = episodes * length
+    succ = np.zeros(n, bool)
+    succ[length - 1 :: length] = True
+    return Trajectories(
+        images=np.stack(imgs),
+        wrist_images=None,
+        states=np.stack(states),
+        actions=np.stack(acts),
+        rewards=succ.astype(np.float32),
+        successes=succ,
+        dones=succ.copy(),
+        episode_index=np.repeat(np.arange(episodes), length),
+        frame_index=np.tile(np.arange(length), episodes),
+        instructions=["move the square"] * n,
+        task_ids=["Synthetic-v0"] * n,
+        fps=10,
+    )
+
+
+def tiny_model(family: str, **kw):
+    m = make_world_model(family, **{**TINY, **kw})
+    traj = synthetic_trajectories()
+    m.fit_stats(traj.states, traj.actions, traj.rewards)
+    return m.eval()
+
+
+def inputs(b: int = 3, h: int = 4, seed: int = 0):
+    traj = synthetic_trajectories(seed=seed)
+    idx = np.arange(b)[:, None] * 10 + np.arange(2)[None]
+    frames = torch.from_numpy(traj.images[idx])
+    states = torch.from_numpy(traj.states[idx])
+    actions = torch.from_numpy(np.random.default_rng(seed).uniform(-1, 1, (b, h, 7)).astype(np.float32))
+    return frames, states, actions
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shapes_dtypes_and_bounded_context(family):
+    m = tiny_model(family)
+    frames, states, actions = inputs(b=3, h=5)
+    out = m.rollout(frames, states, actions)
+    assert out.frames.shape == (3, 5, 16, 16, 3) and out.frames.dtype == torch.uint8
+    assert out.states.shape == (3, 5, 2) and out.states.dtype == torch.float32
+    assert out.rewards.shape == (3, 5) and out.success_prob.shape == (3, 5)
+    assert bool(((out.success_prob >= 0) & (out.success_prob <= 1)).all())
+    ctx = m.init_context(frames, states)
+    for _ in range(6):  # the context never grows: memory is bounded over any horizon
+        o = m.step(ctx, actions[:, :2])
+        ctx = o.context
+        assert ctx.frames.shape == (3, 2, 3, 16, 16) and ctx.states.shape == (3, 2, 2)
+    assert o.frames.shape == (3, 2, 16, 16, 3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_rollout_equals_chunked_steps(family):
+    m = tiny_model(family)
+    frames, states, actions = inputs(b=2, h=4)
+    torch.manual_seed(5)
+    full = m.rollout(frames, states, actions)
+    torch.manual_seed(5)
+    ctx = m.init_context(frames, states)
+    o1 = m.step(ctx, actions[:, :2])
+    o2 = m.step(o1.context, actions[:, 2:])
+    assert torch.equal(full.frames, torch.cat([o1.frames, o2.frames], 1))
+    torch.testing.assert_close(full.states, torch.cat([o1.states, o2.states], 1))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_context_index_select_and_assign(family):
+    m = tiny_model(family)
+    frames, states, _ = inputs(b=3)
+    a = m.init_context(frames, states)
+    b = m.init_context(frames.flip(0), states.flip(0))
+    sub = a.index_select([2, 0])
+    assert torch.equal(sub.frames[0], a.frames[2])
+    mixed = a.assign(np.array([True, False, False]), b)
+    assert torch.equal(mixed.frames[0], b.frames[0]) and torch.equal(mixed.frames[1], a.frames[1])
+    partial = a.assign(np.array([False, True, False]), b.index_select([0]))
+    assert torch.equal(partial.frames[1], b.frames[0])
+    with pytest.raises(WmrlError, match="mask"):
+        a.assign(np.array([1, 0, 0]), b)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_save_load_roundtrip(family, tmp_path):
+    m = tiny_model(family)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    m.save_pretrained(tmp_path / "wm")
+    assert (tmp_path / "wm" / "config.json").exists() and (tmp_path / "wm" / "model.safetensors").exists()
+    m2 = load_world_model(tmp_path / "wm")
+    assert type(m2) is type(m) and m2.config == m.config
+    for (k, v), (k2, v2) in zip(m.state_dict().items(), m2.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(v, v2), k
+    frames, states, actions = inputs()
+    torch.manual_seed(0)
+    o = m.rollout(frames, states, actions)
+    torch.manual_seed(0)
+    o2 = m2.rollout(frames, states, actions)
+    assert torch.equal(o.frames, o2.frames) and torch.equal(o.rewards, o2.rewards)
+    assert torch.equal(m2.state_mean, m.state_mean)  # normalisation travels with the checkpoint
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bad_inputs_raise_clear_errors(family):
+    m = tiny_model(family)
+    frames, states, actions = inputs()
+    with pytest.raises(WmrlError, match="dtype"):
+        m.init_context(frames.float(), states)
+    with pytest.raises(WmrlError, match=r"shape \(3, 2, 16, 16\)"):
+        m.init_context(frames[..., 0], states)
+    with pytest.raises(WmrlError, match="states"):
+        m.init_context(frames, states[:, :, :1])
+    ctx = m.init_context(frames, states)
+    with pytest.raises(WmrlError, match=r"actions has shape \(3, 3, 7\); expected \(3, 2, 7\)"):
+        m.step(ctx, actions[:, :3])
+    with pytest.raises(WmrlError, match="dtype"):
+        m.step(ctx, actions[:, :2].long())
+    bad = actions[:, :2].clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(WmrlError, match="NaN"):
+        m.step(ctx, bad)
+    with pytest.raises(WmrlError, match="WMContext"):
+        m.step(frames, actions[:, :2])
+    with pytest.raises(WmrlError, match="actions"):
+        m.rollout(frames, states, actions[0])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_checkpoint_errors_and_nothing_overwritten(family, tmp_path):
+    m = tiny_model(family)
+    d = m.save_pretrained(tmp_path / "wm")
+    with pytest.raises(CheckpointError, match="not a world-model checkpoint"):
+        load_world_model(tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_world_model(tmp_path / "nope")
+    # checkpoint from another config: config.json says chunk_size 3, weights are for 2
+    meta = json.loads((d / "config.json").read_text())
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes())
+    meta["config"]["chunk_size"] = 3
+    (other / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="another config"):
+        load_world_model(other)
+    # corrupt / partial weights file
+    part = tmp_path / "partial"
+    part.mkdir()
+    (part / "config.json").write_text((d / "config.json").read_text())
+    (part / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:200])
+    with pytest.raises(CheckpointError, match="corrupt or partial"):
+        load_world_model(part)
+    (part / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_world_model(part)
+    # loading through the wrong family class
+    wrong = [f for f in FAMILIES if f != family][0]
+    with pytest.raises(CheckpointError, match=f"holds a '{family}'"):
+        get_family(wrong).from_pretrained(d)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_training_decreases_loss(family):
+    m = tiny_model(family, context_noise_max=0.0)
+    batch = WindowSampler(synthetic_trajectories(), m.config, seed=0).sample(8)
+
+    def fixed_loss() -> float:
+        torch.manual_seed(123)
+        with torch.no_grad():
+            return float(m.training_loss(batch)[0])
+
+    before = fixed_loss()
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    for i in range(25):
+        torch.manual_seed(i)
+        train_step(m, opt, batch)
+    after = fixed_loss()
+    assert after < 0.7 * before, (before, after)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nonfinite_loss_stops_training(family):
+    m = tiny_model(family)
+    batch = WindowSampler(synthetic_trajectories(), m.config, seed=0).sample(4)
+    batch["states"][0, 0, 0] = float("nan")
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    before = [p.detach().clone() for p in m.parameters()]
+    with pytest.raises(NonFiniteError):
+        train_step(m, opt, batch)
+    assert all(torch.equal(a, b) for a, b in zip(before, m.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_finetune_uses_episode_weights(family):
+    m = tiny_model(family)
+    traj = synthetic_trajectories()
+    losses = m.finetune(traj, steps=2, weights=np.array([1.0, 0.0, 0.0, 0.0]), batch_size=2)
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    with pytest.raises(WmrlError, match="episode weights"):
+        m.finetune(traj, steps=1, weights=np.array([1.0, 2.0]))
+
+
+def test_config_errors_name_the_bad_value():
+    with pytest.raises(ConfigError, match="chunk_size=0"):
+        make_world_model("deterministic", chunk_size=0)
+    with pytest.raises(ConfigError, match="image_size=60"):
+        make_world_model("deterministic", image_size=60)
+    with pytest.raises(ConfigError, match="sampling_steps=0"):
+        make_world_model("diffusion", sampling_steps=0)
+    with pytest.raises(ConfigError, match="unknown config key"):
+        make_world_model("diffusion", nosuchkey=1)
+    with pytest.raises(ConfigError, match="unknown world-model family 'gan'"):
+        make_world_model("gan")
+
+
+def test_dataset_lacking_features_is_refused():
+    m = tiny_model("deterministic")
+    traj = synthetic_trajectories(size=32)
+    with pytest.raises(DatasetError, match=r"\(32, 32, 3\)"):
+        WindowSampler(traj, m.config)
+    short = synthetic_trajectories(length=3)
+    with pytest.raises(DatasetError, match="no episode with 4 frames"):
+        WindowSampler(short, m.config)
+
+
+def test_hydra_config_and_train_job_resume(tmp_path):
+    from wmrl.config import load_config, to_dataclass
+    from worldmodels.train import TrainWorldModelConfig, main, train_world_model
+
+    cfg = to_dataclass(
+        load_config("train_world_model", ["world_model=diffusion", "train.steps=7"]), TrainWorldModelConfig
+    )
+    fam, mcfg = cfg.model_config()
+    assert fam == "diffusion" and mcfg.sampling_steps >= 1 and cfg.train.steps == 7
+    with pytest.raises(ConfigError):
+        load_config("train_world_model", ["train.nosuch=1"])
+    with pytest.raises(ConfigError, match="data.root"):
+        main(["train.steps=1"])
+    with pytest.raises(DatasetError, match="does not exist"):
+        main([f"data.root={tmp_path / 'missing'}", "train.steps=1"])
+
+    traj = synthetic_trajectories(episodes=5)
+    train, test = traj.select_episodes([0, 1, 2, 3]), traj.select_episodes([4])
+    wm = {"family": "deterministic", **TINY}
+    from worldmodels.train import DataConfig, TrainLoopConfig
+
+    def run(steps: int):
+        c = TrainWorldModelConfig(
+            world_model=wm,
+            data=DataConfig(),
+            run_dir=str(tmp_path / "run"),
+            train=TrainLoopConfig(
+                steps=steps,
+                batch_size=4,
+                checkpoint_every=2,
+                log_every=1,
+                videos=1,
+                video_horizon=4,
+                warmup_steps=1,
+            ),
+        )
+        return train_world_model(c, train, test, progress=False)
+
+    _, info = run(3)
+    assert info["steps"] == 3
+    run_dir = tmp_path / "run"
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000003"
+    assert (run_dir / "model" / "model.safetensors").exists() and (run_dir / "plots" / "loss.png").exists()
+    assert list((run_dir / "videos").glob("*.mp4"))
+    model, info = run(5)  # resumes from step 3
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps[:3] == [1, 2, 3] and 4 in steps and 5 in steps and steps.count(1) == 1
+    # resuming a run folder with another model config is refused
+    wm["chunk_size"] = 1
+    with pytest.raises(CheckpointError, match="another world-model config"):
+        run(6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_self_forcing_uses_imagined_context(family):
+    m = tiny_model(family, self_forcing_prob=1.0)
+    sampler = WindowSampler(synthetic_trajectories(), m.config, seed=0)
+    batch = sampler.sample(3)
+    assert batch["frames"].shape[1] == 2 + 2 * 2 and batch["actions"].shape[1] == 4
+    out = m.prepare_batch(batch)
+    assert out["frames"].shape == (3, 4, 16, 16, 3) and out["actions"].shape == (3, 2, 7)
+    assert torch.equal(out["frames"][:, 2:], batch["frames"][:, 4:])  # targets: the second chunk
+    assert torch.equal(out["actions"], batch["actions"][:, 2:])
+    ctx = m.init_context(batch["frames"][:, :2], batch["states"][:, :2])
+    torch.manual_seed(0)
+    imagined = m.step(ctx, batch["actions"][:, :2]).frames
+    torch.manual_seed(0)
+    out = m.prepare_batch(batch)
+    if family == "deterministic":  # the context is the model's own first chunk, not the real frames
+        assert torch.equal(out["frames"][:, :2], imagined)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    loss, _ = train_step(m, opt, batch)
+    assert np.isfinite(loss)
+
+
+def test_fidelity_metrics_are_exact_on_truth_and_see_motion():
+    from benchmarks.wm_fidelity import horizon_metrics, shuffled_actions
+
+    rng = np.random.default_rng(0)
+    real = np.full((2, 3, 16, 16, 3), 128, np.uint8)
+    for h in range(3):  # a red cube moving right by 2 px per step
+        real[:, h, 6:10, 2 + 2 * h : 6 + 2 * h] = (216, 25, 25)
+    last = np.full((2, 16, 16, 3), 128, np.uint8)
+    last[:, 6:10, 0:4] = (216, 25, 25)
+    perfect = horizon_metrics(real, real, last)
+    assert perfect["object_error_px_by_horizon"] == [0.0, 0.0, 0.0] and perfect["psnr_by_horizon"][0] == 60.0
+    copy = horizon_metrics(np.repeat(last[:, None], 3, 1), real, last)
+    np.testing.assert_allclose(copy["object_error_px_by_horizon"], [2.0, 4.0, 6.0])
+    np.testing.assert_allclose(copy["moving_object_error_px_by_horizon"], [2.0, 4.0, 6.0])
+    assert copy["moving_psnr_by_horizon"][0] < 20 and copy["ssim_by_horizon"][2] < 1.0
+    w = {"actions": rng.normal(size=(4, 3, 7)), "episode": np.array([0, 0, 1, 2])}
+    sh = shuffled_actions(w)
+    assert not any(np.array_equal(sh[i], w["actions"][i]) for i in range(4))

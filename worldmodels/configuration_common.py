@@ -1,0 +1,107 @@
+"""Configuration shared by every world-model family (backbone, conditioning, heads, training)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wmrl.errors import ConfigError
+
+
+@dataclass
+class WorldModelConfig:
+    """Fields common to all world-model families.
+
+    Args:
+        image_size: side of the square RGB frames (H = W), divisible by 2**(len(block_out_channels)-1).
+        context_frames: T, number of past frames (and proprio states) the model conditions on.
+        chunk_size: K, number of actions consumed and frames predicted per model call.
+        action_dim: A, action size (7 for the wmrl env contract).
+        state_dim: D, proprio state size (8 for the built-in suite); 0 disables state input/output.
+        instruction_dim: E, size of an optional instruction embedding (0: no instruction input).
+        patch_size: space-to-depth factor p: the UNet runs at (H/p, W/p) on 3p^2 channels per frame.
+        block_out_channels: UNet channels per resolution level (diffusers ``UNet2DModel``).
+        layers_per_block: ResNet layers per UNet level.
+        norm_num_groups: GroupNorm groups (must divide every entry of ``block_out_channels``).
+        head_hidden: hidden width of the state / reward / success head.
+        context_noise_max: context frames get Gaussian noise of std ~ U(0, max) during training
+            (in [-1, 1] pixel units), against compounding errors in autoregressive rollouts.
+        inference_context_noise: noise level the model is told at inference (no noise is added).
+        self_forcing_prob: share of training windows whose context is the model's own previous chunk
+            (predicted without gradient from the real context, then the next chunk is the target):
+            trains the model on the inputs it sees in autoregressive rollouts. Costs one extra
+            no-grad forward pass per step when > 0.
+        moving_weight: extra loss weight on pixels that change between the last context frame and
+            the target (focuses the budget on the moving objects rather than the static background).
+        state_loss_weight / reward_loss_weight / success_loss_weight: head loss weights.
+        autocast_bf16: run forward passes under ``torch.autocast(dtype=bfloat16)``.
+        seed: seed for the weight initialisation.
+    """
+
+    image_size: int = 64
+    context_frames: int = 4
+    chunk_size: int = 4
+    action_dim: int = 7
+    state_dim: int = 8
+    instruction_dim: int = 0
+    patch_size: int = 2
+    block_out_channels: tuple[int, ...] = (32, 64, 128)
+    layers_per_block: int = 1
+    norm_num_groups: int = 8
+    head_hidden: int = 256
+    context_noise_max: float = 0.3
+    inference_context_noise: float = 0.0
+    self_forcing_prob: float = 0.0
+    moving_weight: float = 3.0
+    state_loss_weight: float = 1.0
+    reward_loss_weight: float = 1.0
+    success_loss_weight: float = 0.1
+    autocast_bf16: bool = True
+    seed: int = 0
+    family: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        self.block_out_channels = tuple(int(c) for c in self.block_out_channels)
+        for name in (
+            "image_size",
+            "context_frames",
+            "chunk_size",
+            "action_dim",
+            "layers_per_block",
+            "norm_num_groups",
+            "head_hidden",
+            "patch_size",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"{name}={v!r} must be an integer >= 1")
+        for name in ("state_dim", "instruction_dim"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"{name}={v!r} must be an integer >= 0")
+        if not self.block_out_channels or min(self.block_out_channels) < 1:
+            raise ConfigError(f"block_out_channels={self.block_out_channels!r} must be positive integers")
+        bad = [c for c in self.block_out_channels if c % self.norm_num_groups]
+        if bad:
+            raise ConfigError(
+                f"norm_num_groups={self.norm_num_groups} does not divide block_out_channels entries {bad}"
+            )
+        factor = 2 ** (len(self.block_out_channels) - 1) * self.patch_size
+        if self.image_size % factor:
+            raise ConfigError(
+                f"image_size={self.image_size} must be divisible by {factor} "
+                f"(patch_size * 2**(len(block_out_channels)-1) for patch_size={self.patch_size}, "
+                f"block_out_channels={self.block_out_channels})"
+            )
+        if not 0.0 <= self.self_forcing_prob <= 1.0:
+            raise ConfigError(f"self_forcing_prob={self.self_forcing_prob!r} must be in [0, 1]")
+        for name in (
+            "context_noise_max",
+            "inference_context_noise",
+            "moving_weight",
+            "state_loss_weight",
+            "reward_loss_weight",
+            "success_loss_weight",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"{name}={v!r} must be a number >= 0")
