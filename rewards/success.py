@@ -1,0 +1,191 @@
+"""Success reward model: a per-frame success classifier conditioned on the instruction.
+
+Like RLinf's ResNet reward model, but FiLM-conditioned on the frozen MiniLM embedding of the
+instruction, so one model serves every task of a suite. ``predict(frames (B,H,W,3) uint8,
+instructions list[str]) -> prob float32 (B,)``. :func:`train_success_model` trains it on real
+episodes; :meth:`SuccessRewardModel.finetune` continues on new (e.g. imagined failure) episodes
+with per-episode weights.
+
+Frame labels (:func:`frame_success_labels`): frame ``t`` of an episode shows the scene after
+action ``t-1``, so its label is ``successes[t-1]`` (``next.success`` of the previous step); the
+first frame of an episode is labelled by nothing before it (negative). If an episode ends on
+success and its final (successful) frame was not stored (envs terminate on success), the last
+stored frame of a successful episode carries the success label (``last_frame_positive``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from policies.text import InstructionEncoder, check_instructions
+from policies.vla.modeling_vla import ConvEncoder
+from rewards._common import check_frames, load_model, save_model
+from wmrl.errors import ConfigError, WmrlError
+
+
+@dataclass
+class SuccessModelConfig:
+    """Args:
+    image_size: frame side in pixels.
+    channels: conv channels per stage.
+    hidden_dim: MLP width.
+    text_dim: instruction embedding size (384).
+    """
+
+    image_size: int = 64
+    channels: tuple[int, ...] = (32, 64, 64, 64)
+    hidden_dim: int = 256
+    text_dim: int = 384
+
+    def __post_init__(self) -> None:
+        self.channels = tuple(int(c) for c in self.channels)
+        if not 16 <= self.image_size <= 256 or self.image_size % 8:
+            raise ConfigError(f"{self.image_size=} must be a multiple of 8 in [16, 256]")
+        if len(self.channels) < 3:
+            raise ConfigError(f"{self.channels=} needs at least 3 stages")
+        if self.hidden_dim < 8:
+            raise ConfigError(f"{self.hidden_dim=} must be >= 8")
+
+
+class SuccessRewardModel(nn.Module):
+    """Instruction-conditioned per-frame success classifier (logit output)."""
+
+    config_class = SuccessModelConfig
+    model_type = "success"
+
+    def __init__(self, config: SuccessModelConfig):
+        super().__init__()
+        self.config = config
+        c = config
+        self.encoder = ConvEncoder(c.image_size, c.channels, c.hidden_dim)
+        self.text_proj = nn.Sequential(nn.Linear(c.text_dim, 128), nn.ReLU())
+        self.film = nn.Linear(128, self.encoder.film_dim)
+        nn.init.zeros_(self.film.weight)
+        nn.init.zeros_(self.film.bias)
+        self.head = nn.Sequential(nn.Linear(c.hidden_dim + 128, c.hidden_dim), nn.ReLU(), nn.Linear(c.hidden_dim, 1))
+        self.text_encoder = InstructionEncoder()
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def logits(self, frames: Tensor, text: Tensor) -> Tensor:
+        """frames uint8 (B,H,W,3), text (B,384) -> success logits (B,)."""
+        x = frames.permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+        t = self.text_proj(text)
+        feat = self.encoder(x, self.film(t))
+        return self.head(torch.cat([feat, t], dim=1)).squeeze(-1)
+
+    @torch.no_grad()
+    def predict(self, frames: Any, instructions: list[str], batch_size: int = 256) -> Tensor:
+        """frames uint8 (B,H,W,3), B instructions -> success probability float32 (B,)."""
+        x = check_frames(frames, self.config.image_size, 4).to(self.device)
+        instructions = check_instructions(instructions, x.shape[0])
+        text = self.text_encoder.encode(instructions).to(self.device)
+        out = [torch.sigmoid(self.logits(x[i : i + batch_size], text[i : i + batch_size])) for i in range(0, len(x), batch_size)]
+        return torch.cat(out) if out else torch.zeros(0)
+
+    def finetune(self, trajectories: Any, steps: int = 500, weights: np.ndarray | None = None, **kwargs: Any) -> SuccessRewardModel:
+        """Continue training on new episodes (e.g. imagined failures); ``weights`` (E,) per episode."""
+        return train_success_model(trajectories, steps=steps, model=self, weights=weights, **kwargs)
+
+    def save_pretrained(self, path: str | os.PathLike):
+        return save_model(self, self.config, self.model_type, path)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, map_location: str = "cpu") -> SuccessRewardModel:
+        return load_model(cls, cls.model_type, path, map_location)
+
+
+def frame_success_labels(traj: Any, last_frame_positive: bool = True) -> np.ndarray:
+    """Per-frame success labels bool (N,) (see module docstring)."""
+    succ = np.asarray(traj.successes, dtype=bool)
+    labels = np.zeros(len(succ), dtype=bool)
+    for s, t in np.asarray(traj.episode_bounds):
+        labels[s + 1 : t] = succ[s : t - 1]
+        if last_frame_positive and succ[t - 1]:
+            labels[t - 1] = True
+    return labels
+
+
+def train_success_model(
+    traj: Any,
+    config: SuccessModelConfig | None = None,
+    steps: int = 1500,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    seed: int = 0,
+    model: SuccessRewardModel | None = None,
+    weights: np.ndarray | None = None,
+    mismatch_frac: float = 0.25,
+    augment_shift: int = 2,
+    log: Any = None,
+    progress: bool = False,
+) -> SuccessRewardModel:
+    """Train (or continue) the success model with class-balanced sampling.
+
+    Args:
+        traj: :class:`wmrl.data.Trajectories` with ``successes`` and per-frame ``instructions``.
+        weights: optional per-episode sampling weights (E,).
+        mismatch_frac: fraction of positives re-paired with another task's instruction and
+            labelled negative (teaches the model to read the instruction).
+    """
+    from tqdm import tqdm
+
+    from policies.train import random_shift
+    from wmrl.runs import check_finite
+
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    if model is None:
+        model = SuccessRewardModel(config or SuccessModelConfig(image_size=int(traj.images.shape[1])))
+    labels = frame_success_labels(traj)
+    pos, neg = np.flatnonzero(labels), np.flatnonzero(~labels)
+    if len(pos) == 0 or len(neg) == 0:
+        raise WmrlError(f"the success model needs positive and negative frames; got {len(pos)} and {len(neg)}")
+    p_w = np.ones(len(labels))
+    if weights is not None:
+        ep_ids = np.unique(np.asarray(traj.episode_index))
+        wmap = dict(zip(ep_ids.tolist(), np.asarray(weights, dtype=float).tolist()))
+        p_w = np.array([wmap[e] for e in np.asarray(traj.episode_index)])
+    uniq = sorted(set(traj.instructions))
+    text = model.text_encoder.encode(uniq)
+    pos_of = {s: i for i, s in enumerate(uniq)}
+    tidx = np.array([pos_of[s] for s in traj.instructions])
+    images = torch.from_numpy(np.ascontiguousarray(traj.images))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=lr * 0.05)
+    pp, pn = p_w[pos] / p_w[pos].sum(), p_w[neg] / p_w[neg].sum()
+    model.train()
+    half = batch_size // 2
+    for step in tqdm(range(steps), desc="train-success", disable=not progress):
+        ids = np.concatenate([rng.choice(pos, half, p=pp), rng.choice(neg, batch_size - half, p=pn)])
+        y = np.concatenate([np.ones(half), np.zeros(batch_size - half)]).astype(np.float32)
+        ti = tidx[ids].copy()
+        if len(uniq) > 1 and mismatch_frac > 0:
+            flip = np.flatnonzero((y == 1) & (rng.random(batch_size) < mismatch_frac))
+            for i in flip:
+                other = rng.integers(len(uniq) - 1)
+                ti[i] = other + (other >= ti[i])
+                y[i] = 0.0
+        x = random_shift(images[torch.from_numpy(ids)], augment_shift, gen)
+        logits = model.logits(x, text[torch.from_numpy(ti)])
+        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
+        check_finite("success model loss", loss)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if log is not None and ((step + 1) % 100 == 0 or step + 1 == steps):
+            log(step + 1, {"success_loss": loss.item()})
+    model.eval()
+    return model

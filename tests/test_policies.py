@@ -1,0 +1,324 @@
+"""Contract tests run over every registered policy head (tiny configs, synthetic data, CPU)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from policies import load_policy
+from policies.base import Policy
+from policies.heads import GaussianHead, TokenHead
+from policies.text import InstructionEncoder
+from policies.train import TrainPolicyConfig, train_policy
+from policies.vla import VLAConfig, VLAPolicy
+from wmrl.data import Trajectories
+from wmrl.errors import CheckpointError, ConfigError, NonFiniteError, WmrlError
+
+SIZE = 32
+TINY = dict(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=3, num_bins=16)
+VARIANTS = {
+    "gaussian_clipped": dict(head="gaussian", squash=False, log_std_mode="state_independent"),
+    "gaussian_squashed": dict(head="gaussian", squash=True, log_std_mode="state_dependent"),
+    "tokens": dict(head="tokens"),
+    "gaussian_wrist_concat": dict(head="gaussian", use_wrist=True, fusion="concat", value_head=False),
+}
+INSTR = ["move the square to the left", "move the square to the right"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small convs: one torch thread is several times faster than two on a busy 2-core CPU."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def toy_trajectories(episodes: int = 8, length: int = 10, size: int = SIZE, seed: int = 0) -> Trajectories:
+    """A white square moved by 2-D actions towards a goal column given by the instruction.
+
+    Frames (32x32) show the square; actions = clipped direction to the goal (dims 0, 1), gripper
+    +1 once there; the square moves by 3 px per unit action. Success: within 2 px of the goal."""
+    rng = np.random.default_rng(seed)
+    imgs, states, acts, succ, ep, fr, ins = [], [], [], [], [], [], []
+    for e in range(episodes):
+        goal = np.array([6.0 if e % 2 == 0 else size - 7.0, size / 2])
+        p = rng.uniform(6, size - 7, 2)
+        for t in range(length):
+            img = np.zeros((size, size, 3), np.uint8)
+            img[:, :, 2] = 40
+            y, x = int(round(p[1])), int(round(p[0]))
+            img[max(0, y - 2) : y + 3, max(0, x - 2) : x + 3] = 255
+            a = np.zeros(7, np.float32)
+            a[:2] = np.clip((goal - p) / 6.0, -1, 1)
+            a[6] = 1.0 if np.linalg.norm(goal - p) < 2 else -1.0
+            imgs.append(img)
+            states.append(np.concatenate([p / size, np.zeros(6)]).astype(np.float32))
+            acts.append(a)
+            p = np.clip(p + 3.0 * a[:2], 2, size - 3)
+            succ.append(bool(np.linalg.norm(goal - p) < 2))
+            ep.append(e)
+            fr.append(t)
+            ins.append(INSTR[e % 2])
+    n = len(imgs)
+    return Trajectories(
+        images=np.stack(imgs), wrist_images=np.stack(imgs)[:, ::-1].copy(), states=np.stack(states),
+        actions=np.stack(acts), rewards=np.asarray(succ, np.float32), successes=np.asarray(succ),
+        dones=np.zeros(n, bool), episode_index=np.asarray(ep, np.int64), frame_index=np.asarray(fr, np.int64),
+        instructions=ins, task_ids=["toy"] * n,
+    )
+
+
+def make_obs(b: int = 4, wrist: bool = False, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    obs = {"image": torch.randint(0, 256, (b, SIZE, SIZE, 3), dtype=torch.uint8, generator=g),
+           "state": torch.randn(b, 8, generator=g)}
+    if wrist:
+        obs["wrist_image"] = torch.randint(0, 256, (b, SIZE, SIZE, 3), dtype=torch.uint8, generator=g)
+    return obs
+
+
+@pytest.fixture(params=list(VARIANTS))
+def policy(request) -> VLAPolicy:
+    torch.manual_seed(0)
+    return VLAPolicy(VLAConfig(**TINY, **VARIANTS[request.param])).eval()
+
+
+def _obs_for(p: VLAPolicy, b: int = 4) -> dict:
+    return make_obs(b, p.config.use_wrist)
+
+
+def test_act_shapes_and_bounds(policy):
+    out = policy.act(_obs_for(policy), INSTR * 2)
+    assert out.actions.shape == (4, 3, 7) and out.actions.dtype == torch.float32
+    assert out.actions.abs().max() <= 1.0
+    assert out.log_prob.shape == (4,) and out.entropy.shape == (4,)
+    assert torch.isfinite(out.log_prob).all() and torch.isfinite(out.entropy).all()
+    if policy.config.value_head:
+        assert out.value.shape == (4,)
+    else:
+        assert out.value is None
+    assert (policy.chunk_size, policy.action_dim, policy.image_size) == (3, 7, SIZE)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_sampled_log_prob_matches_evaluate(policy, deterministic):
+    obs = _obs_for(policy)
+    torch.manual_seed(1)
+    out = policy.act(obs, INSTR * 2, deterministic=deterministic)
+    ev = policy.evaluate_actions(obs, INSTR * 2, out.actions)
+    torch.testing.assert_close(ev.log_prob, out.log_prob, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(ev.entropy, out.entropy)
+
+
+def test_evaluate_is_differentiable(policy):
+    obs = _obs_for(policy)
+    out = policy.act(obs, INSTR * 2)
+    ev = policy.evaluate_actions(obs, INSTR * 2, out.actions)
+    loss = -(ev.log_prob.mean() + 0.01 * ev.entropy.mean()) + (ev.value.pow(2).mean() if ev.value is not None else 0)
+    loss.backward()
+    grads = [p.grad for p in policy.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_instruction_changes_output(policy):
+    obs = _obs_for(policy)
+    a = policy.act(obs, [INSTR[0]] * 4, deterministic=True)
+    policy.net.text_proj[0].weight.data.normal_()  # make the text pathway matter at init
+    b = policy.act(obs, [INSTR[0]] * 4, deterministic=True)
+    c = policy.act(obs, [INSTR[1]] * 4, deterministic=True)
+    assert not torch.equal(a.actions, b.actions) or policy.config.head == "tokens"
+    ev_b = policy.evaluate_actions(obs, [INSTR[0]] * 4, b.actions).log_prob
+    ev_c = policy.evaluate_actions(obs, [INSTR[1]] * 4, b.actions).log_prob
+    assert not torch.allclose(ev_b, ev_c) or torch.equal(b.actions, c.actions)
+
+
+def test_save_load_round_trip(policy, tmp_path):
+    obs = _obs_for(policy)
+    policy.net.state_mean.fill_(0.5)  # normalisation stats must travel
+    policy.known_instructions = list(INSTR)
+    policy.save_pretrained(tmp_path / "p")
+    meta = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert meta["policy_type"] == "vla" and meta["config"]["head"] == policy.config.head
+    loaded = load_policy(tmp_path / "p")
+    assert isinstance(loaded, VLAPolicy) and loaded.config == policy.config
+    torch.testing.assert_close(loaded.net.state_mean, policy.net.state_mean)
+    a = policy.act(obs, INSTR * 2, deterministic=True)
+    b = loaded.act(obs, INSTR * 2, deterministic=True)
+    torch.testing.assert_close(a.actions, b.actions)
+    torch.testing.assert_close(a.log_prob, b.log_prob)
+    assert (tmp_path / "p" / "instructions.safetensors").exists()
+
+
+def test_bad_inputs(policy):
+    obs = _obs_for(policy)
+    with pytest.raises(WmrlError, match="lacks key"):
+        policy.act({"image": obs["image"]}, INSTR * 2)
+    with pytest.raises(WmrlError, match=r"expected \(B, 32, 32, 3\)"):
+        policy.act({**obs, "image": torch.zeros(4, 16, 16, 3, dtype=torch.uint8)}, INSTR * 2)
+    with pytest.raises(WmrlError, match="dtype"):
+        policy.act({**obs, "image": obs["image"].float()}, INSTR * 2)
+    with pytest.raises(WmrlError, match=r"state.*expected \(B, 8\)"):
+        policy.act({**obs, "state": torch.zeros(4, 5)}, INSTR * 2)
+    with pytest.raises(WmrlError, match="single string"):
+        policy.act(obs, "move the square")
+    with pytest.raises(WmrlError, match="expected a string"):
+        policy.act(obs, [1, 2, 3, 4])
+    with pytest.raises(WmrlError, match="one per element"):
+        policy.act(obs, INSTR)
+    with pytest.raises(WmrlError, match=r"expected chunks of shape \(4, 3, 7\)"):
+        policy.evaluate_actions(obs, INSTR * 2, torch.zeros(4, 5, 7))
+    with pytest.raises(WmrlError, match="NaN"):
+        policy.evaluate_actions(obs, INSTR * 2, torch.full((4, 3, 7), float("nan")))
+
+
+def test_checkpoint_of_another_architecture(tmp_path):
+    VLAPolicy(VLAConfig(**TINY, head="gaussian")).save_pretrained(tmp_path / "g")
+    cfg = json.loads((tmp_path / "g" / "config.json").read_text())
+    cfg["config"]["head"] = "tokens"  # weights of a Gaussian head under a tokens config
+    (tmp_path / "g" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="another architecture"):
+        load_policy(tmp_path / "g")
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "config.json").write_text(json.dumps({"reward_model_type": "idm", "config": {}}))
+    with pytest.raises(CheckpointError, match="not a policy checkpoint"):
+        load_policy(tmp_path / "r")
+    with pytest.raises(CheckpointError, match="no config.json"):
+        load_policy(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [({"chunk_size": 0}, "chunk_size=0"), ({"head": "mlp"}, "head='mlp'"), ({"fusion": "sum"}, "fusion='sum'"),
+     ({"image_size": 30}, "image_size=30"), ({"num_bins": 1}, "num_bins=1")],
+)
+def test_config_errors_name_the_value(bad, match):
+    with pytest.raises(ConfigError, match=match):
+        VLAConfig(**{**TINY, **bad})
+
+
+def test_censored_gaussian_is_a_distribution():
+    """Density inside (-1, 1) integrates with the boundary masses to 1 (1-D, K=A=1)."""
+    head = GaussianHead(4, 1, 1, init_log_std=math.log(0.7))
+    feat = torch.randn(1, 4)
+    head.mean.bias.data.fill_(0.6)
+    xs = torch.linspace(-1 + 1e-5, 1 - 1e-5, 20001)
+    feats = feat.expand(len(xs), 4)
+    dens = head.evaluate(feats, xs.view(-1, 1, 1))[0].exp()
+    inside = torch.trapezoid(dens, xs)
+    lo = head.evaluate(feat, torch.full((1, 1, 1), -1.0))[0].exp()
+    hi = head.evaluate(feat, torch.full((1, 1, 1), 1.0))[0].exp()
+    assert abs(float((inside + lo + hi).detach()) - 1.0) < 1e-3
+
+
+def test_token_head_probabilities_sum_to_one():
+    head = TokenHead(4, 1, 1, num_bins=9)
+    feat = torch.randn(1, 4).expand(9, 4)
+    lp, ent = head.evaluate(feat, head.centres.view(9, 1, 1))
+    assert abs(float(lp.exp().sum()) - 1.0) < 1e-5
+    assert float(ent[0]) > 0
+
+
+def test_instruction_encoder_cache(tmp_path):
+    enc = InstructionEncoder()
+    e = enc.encode(INSTR + INSTR[:1])
+    assert e.shape == (3, 384) and e.dtype == torch.float32
+    torch.testing.assert_close(e[0], e[2])
+    assert float((e[0] - e[1]).norm()) > 1e-3
+    enc.save_cache(tmp_path / "c.safetensors", INSTR)
+    enc2 = InstructionEncoder(tmp_path / "c.safetensors")
+    torch.testing.assert_close(enc2.encode(INSTR), e[:2])
+
+
+@pytest.mark.parametrize("head", ["gaussian", "tokens"])
+def test_sft_reduces_loss_and_resumes(tmp_path, head):
+    traj = toy_trajectories()
+    pol_cfg = VLAConfig(**TINY, head=head)
+    cfg = TrainPolicyConfig(out=str(tmp_path / "run"), steps=40, batch_size=32, lr=2e-3, log_every=10, ckpt_every=20,
+                            val_frac=0.0, augment_shift=1, policy=pol_cfg)
+    policy, summary = train_policy(cfg, traj, progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["step"] == 40 and rows[-1]["loss"] < 0.8 * rows[0]["loss"]
+    assert (tmp_path / "run" / "policy" / "model.safetensors").exists()
+    assert (tmp_path / "run" / "plots" / "loss.png").exists()
+    # resume: a longer job continues from the step-40 checkpoint
+    cfg2 = TrainPolicyConfig(**{**cfg.__dict__, "steps": 50})
+    train_policy(cfg2, traj, progress=False)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [10, 20, 30, 40, 50]
+    assert isinstance(load_policy(tmp_path / "run" / "policy"), Policy)
+
+
+def test_sft_is_reproducible(tmp_path):
+    traj = toy_trajectories(episodes=4)
+    losses = []
+    for k in range(2):
+        cfg = TrainPolicyConfig(out=str(tmp_path / f"r{k}"), steps=5, batch_size=8, log_every=5, ckpt_every=5,
+                                val_frac=0.0, policy=VLAConfig(**TINY))
+        _, s = train_policy(cfg, traj, progress=False)
+        losses.append(s["loss"])
+    assert losses[0] == losses[1]
+
+
+def test_non_finite_loss_stops_training(tmp_path):
+    traj = toy_trajectories(episodes=2)
+    traj.actions[:] = np.nan
+    cfg = TrainPolicyConfig(out=str(tmp_path / "run"), steps=5, batch_size=8, val_frac=0.0, policy=VLAConfig(**TINY))
+    with pytest.raises(NonFiniteError):
+        train_policy(cfg, traj, progress=False)
+
+
+def test_train_config_via_hydra(tmp_path):
+    from wmrl.config import load_config, to_dataclass
+
+    for name in ("vla_gaussian", "vla_tokens", "vla_squashed"):
+        cfg = to_dataclass(load_config("train_policy", [f"policy={name}", "steps=7"]), TrainPolicyConfig)
+        assert cfg.steps == 7 and isinstance(cfg.policy, VLAConfig)
+    with pytest.raises(ConfigError):
+        to_dataclass(load_config("train_policy", ["+stepz=3"]), TrainPolicyConfig)
+    with pytest.raises(ConfigError, match="steps=0"):
+        to_dataclass(load_config("train_policy", ["steps=0"]), TrainPolicyConfig)
+
+
+def test_lerobot_act_adapter(tmp_path):
+    from policies.lerobot_adapter import LeRobotAdapterConfig, LeRobotPolicyAdapter
+
+    pol = LeRobotPolicyAdapter(LeRobotAdapterConfig(lerobot_type="act", image_size=SIZE, lerobot_chunk=4))
+    obs = make_obs(2)
+    out = pol.act(obs, INSTR)
+    assert out.actions.shape == (2, 1, 7) and out.actions.abs().max() <= 1
+    with pytest.raises(WmrlError, match="log-probability"):
+        pol.evaluate_actions(obs, INSTR, out.actions)
+    pol.save_pretrained(tmp_path / "lr")
+    loaded = load_policy(tmp_path / "lr")
+    loaded.reset()
+    pol.reset()
+    torch.testing.assert_close(loaded.act(obs, INSTR).actions, pol.act(obs, INSTR).actions)
+
+
+def test_evaluate_policy_in_real_simulator(tmp_path):
+    """Expert calibration succeeds; an untrained VLA runs through the same evaluation with CIs and videos."""
+    from benchmarks.policy_eval import evaluate_policy, main
+
+    res = evaluate_policy("expert:0.0", "PushCube-v0", episodes_per_task=3, seed=0, num_envs=3)
+    task = res["tasks"]["PushCube-v0"]
+    assert task["success_rate"] == 1.0 and task["episodes"] == 3
+    assert 0 < task["ci95"][0] < 1.0 == task["ci95"][1]
+    policy = VLAPolicy(VLAConfig(image_size=64, channels=(8, 8, 8), hidden_dim=32, chunk_size=4)).eval()
+    res = evaluate_policy(policy, ["PushCube-v0", "LiftCube-v0"], 2, seed=1, num_envs=2, video_dir=tmp_path / "v")
+    assert set(res["tasks"]) == {"PushCube-v0", "LiftCube-v0"} and 0 <= res["mean_success"] <= 1
+    assert (tmp_path / "v" / "LiftCube-v0.mp4").stat().st_size > 0
+    policy.save_pretrained(tmp_path / "p")
+    out = tmp_path / "eval.json"
+    assert main(["--policy", str(tmp_path / "p"), "--suite", "PushCube-v0", "--episodes-per-task", "2",
+                 "--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["tasks"]["PushCube-v0"]["episodes"] == 2 and "machine" in saved
+    with pytest.raises(WmrlError, match="expert:NOISE"):
+        evaluate_policy("expert:abc", "PushCube-v0", 1)
+    with pytest.raises(WmrlError, match="episodes_per_task=0"):
+        evaluate_policy("random", "PushCube-v0", 0)
