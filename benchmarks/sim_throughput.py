@@ -14,6 +14,7 @@ Reports env-steps/s (median over repeats) and ``ratio_vs_sync_vector_16`` for th
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
@@ -46,7 +47,7 @@ def _sync16():
     import envs
 
     tasks = envs.list_tasks("mujoco")
-    fns = [lambda t=tasks[i % len(tasks)]: gym.make(f"wmrl/{t}") for i in range(16)]
+    fns = [functools.partial(gym.make, f"wmrl/{tasks[i % len(tasks)]}") for i in range(16)]
     env = gym.vector.SyncVectorEnv(fns)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
@@ -84,7 +85,7 @@ def run(quick: bool) -> dict[str, Any]:
         "pusher_v5": _pusher,
     }
     built = {k: m() for k, m in makers.items()}
-    for k, (step, _) in built.items():  # warm-up
+    for step, _ in built.values():  # warm-up
         for _ in range(3):
             step()
     samples: dict[str, list[float]] = {k: [] for k in built}

@@ -1,0 +1,237 @@
+"""Co-evolution of policy, world model and reward model (PACE / World-VLA-Loop).
+
+A round: RL in imagination -> evaluate in the real simulator -> record real rollouts of the
+improved policy (failures weighted up) and add them to the dataset -> fine-tune the world model
+and the success reward model on the grown dataset -> next round. Every real-environment step
+taken for data is counted (``real_env_steps``); evaluation steps are counted separately.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmrl.errors import ConfigError, WmrlError
+
+ChunkFn = Callable[[dict[str, np.ndarray], list[str]], np.ndarray]
+
+
+def policy_chunk_fn(policy: Any, deterministic: bool = False) -> ChunkFn:
+    """``(obs, instructions) -> float32 (B, K, A)`` from a ``policies.Policy``."""
+
+    @torch.no_grad()
+    def fn(obs: dict[str, np.ndarray], instructions: list[str]) -> np.ndarray:
+        return policy.act(obs, instructions, deterministic=deterministic).actions.float().cpu().numpy()
+
+    return fn
+
+
+def record_rollouts(
+    env: Any, chunk_fn: ChunkFn, num_episodes: int, chunk_size: int, seed: int | None = None, fps: int = 20
+) -> tuple[Any, dict[str, float]]:
+    """Run ``chunk_fn`` open-loop per chunk in a SAME_STEP single-action vector env and keep the
+    first ``num_episodes`` finished episodes in memory.
+
+    Args:
+        env: ``envs.make_vec(..., autoreset_mode="same_step")`` (single actions ``(N, 7)``).
+        chunk_fn: called on the sub-batch of sub-envs whose chunk ran out.
+        chunk_size: K actions executed per call before re-planning.
+    Returns:
+        ``(wmrl.data.Trajectories, stats)`` with ``stats = {"episodes", "success_rate", "env_steps"}``
+        (``env_steps`` counts every step taken, including those of episodes left unfinished).
+    """
+    from wmrl.data import Trajectories
+
+    if num_episodes < 1:
+        raise WmrlError(f"num_episodes={num_episodes} must be >= 1")
+    n = env.num_envs
+    obs, info = env.reset(seed=seed)
+    queue = np.zeros((n, chunk_size, env.single_action_space.shape[0]), np.float32)
+    qpos = np.full(n, chunk_size)
+    bufs: list[dict[str, list]] = [{} for _ in range(n)]
+    episodes: list[dict[str, Any]] = []
+    steps = 0
+    while len(episodes) < num_episodes:
+        need = qpos >= chunk_size
+        if need.any():
+            idx = np.flatnonzero(need)
+            sub = {k: v[idx] for k, v in obs.items()}
+            chunk = np.asarray(chunk_fn(sub, [info["instruction"][i] for i in idx]), np.float32)
+            if chunk.shape[:2] != (len(idx), chunk_size):
+                raise WmrlError(
+                    f"policy chunk has shape {chunk.shape}; expected ({len(idx)}, {chunk_size}, A)"
+                )
+            queue[idx], qpos[idx] = chunk, 0
+        a = queue[np.arange(n), qpos]
+        qpos += 1
+        instr, tasks = (
+            list(info["instruction"]),
+            list(info.get("task_id", getattr(env.unwrapped, "task_ids", [""] * n))),
+        )
+        nobs, r, te, tr, info = env.step(a)
+        steps += n
+        for i in range(n):
+            b = bufs[i]
+            for key, val in (
+                ("image", obs["image"][i]),
+                ("state", obs["state"][i]),
+                ("action", a[i]),
+                ("reward", r[i]),
+                ("success", bool(info["success"][i])),
+                ("done", bool(te[i] or tr[i])),
+            ):
+                b.setdefault(key, []).append(val)
+            b["instruction"], b["task_id"] = instr[i], tasks[i]
+            if te[i] or tr[i]:
+                if len(episodes) < num_episodes:
+                    episodes.append(b)
+                bufs[i] = {}
+                qpos[i] = chunk_size  # re-plan at the new episode's start
+        obs = nobs
+    idx_parts = [np.full(len(e["image"]), j, np.int64) for j, e in enumerate(episodes)]
+    traj = Trajectories(
+        images=np.stack([f for e in episodes for f in e["image"]]).astype(np.uint8),
+        wrist_images=None,
+        states=np.stack([s for e in episodes for s in e["state"]]).astype(np.float32),
+        actions=np.stack([x for e in episodes for x in e["action"]]).astype(np.float32),
+        rewards=np.array([x for e in episodes for x in e["reward"]], np.float32),
+        successes=np.array([x for e in episodes for x in e["success"]], bool),
+        dones=np.array([x for e in episodes for x in e["done"]], bool),
+        episode_index=np.concatenate(idx_parts),
+        frame_index=np.concatenate([np.arange(len(p)) for p in idx_parts]),
+        instructions=[e["instruction"] for e in episodes for _ in e["image"]],
+        task_ids=[e["task_id"] for e in episodes for _ in e["image"]],
+        fps=fps,
+    )
+    stats = {
+        "episodes": float(len(episodes)),
+        "success_rate": float(np.mean(traj.episode_success)),
+        "env_steps": float(steps),
+    }
+    return traj, stats
+
+
+def failure_weights(traj: Any, failure_weight: float) -> np.ndarray:
+    """Per-episode weights float32 (E,): ``failure_weight`` for failed episodes, 1 for successes."""
+    return np.where(np.asarray(traj.episode_success), 1.0, float(failure_weight)).astype(np.float32)
+
+
+@dataclass
+class CoevolutionConfig:
+    """Args:
+    rounds: co-evolution rounds after the first RL-in-imagination phase.
+    episodes_per_round: real rollouts of the current policy recorded per round (data).
+    failure_weight: sampling weight of failed episodes when fine-tuning (successes: 1).
+    wm_finetune_steps, success_finetune_steps: fine-tuning steps per round.
+    wm_batch_size, wm_lr: world-model fine-tuning batch and learning rate.
+    imagined_success_labels: also fine-tune the success model on the world model's open-loop
+        replays of the new real rollouts (imagined frames, labelled with the real outcome), so it
+        learns to read imagined frames, where its false successes come from.
+    """
+
+    rounds: int = 2
+    episodes_per_round: int = 24
+    failure_weight: float = 3.0
+    wm_finetune_steps: int = 150
+    success_finetune_steps: int = 150
+    wm_batch_size: int = 16
+    wm_lr: float = 1e-4
+    imagined_success_labels: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rounds < 0 or self.episodes_per_round < 1:
+            raise ConfigError(
+                f"rounds={self.rounds} must be >= 0 and episodes_per_round={self.episodes_per_round} >= 1"
+            )
+        if self.failure_weight <= 0:
+            raise ConfigError(f"failure_weight={self.failure_weight} must be > 0")
+        if self.wm_finetune_steps < 0 or self.success_finetune_steps < 0:
+            raise ConfigError(
+                f"wm_finetune_steps={self.wm_finetune_steps} and success_finetune_steps={self.success_finetune_steps} must be >= 0"
+            )
+
+
+def coevolve_models(
+    world_model: Any,
+    success_model: Any | None,
+    dataset: Any,
+    new_rollouts: Any,
+    cfg: CoevolutionConfig,
+    seed: int = 0,
+) -> tuple[Any, dict[str, float]]:
+    """Add ``new_rollouts`` to ``dataset`` (failures up-weighted) and fine-tune the world model and
+    the success model on the result in place. Returns ``(grown dataset, stats)``."""
+    from wmrl.data import Trajectories
+
+    new = new_rollouts.with_weights(failure_weights(new_rollouts, cfg.failure_weight))
+    grown = Trajectories.concat([dataset, new])
+    t0 = time.perf_counter()
+    stats: dict[str, float] = {
+        "dataset_episodes": float(grown.num_episodes),
+        "new_failures": float((~np.asarray(new_rollouts.episode_success)).sum()),
+    }
+    if cfg.wm_finetune_steps:
+        world_model.train()
+        losses = world_model.finetune(
+            grown,
+            cfg.wm_finetune_steps,
+            weights=grown.episode_weights,
+            batch_size=cfg.wm_batch_size,
+            lr=cfg.wm_lr,
+            seed=seed,
+        )
+        world_model.eval()
+        stats["wm_finetune_loss"] = float(np.mean(losses[-10:]))
+    if success_model is not None and cfg.success_finetune_steps:
+        data = grown
+        if cfg.imagined_success_labels:
+            replays = imagined_replays(world_model, new)
+            if replays is not None:
+                data = Trajectories.concat([grown, replays])
+                stats["imagined_replay_episodes"] = float(replays.num_episodes)
+        success_model.finetune(
+            data, steps=cfg.success_finetune_steps, weights=data.episode_weights, seed=seed
+        )
+        success_model.eval()
+    stats["finetune_time_s"] = time.perf_counter() - t0
+    return grown, stats
+
+
+@torch.no_grad()
+def imagined_replays(world_model: Any, traj: Any) -> Any | None:
+    """The world model's open-loop replay of every episode of ``traj``: from the real first ``T``
+    frames it imagines the rest under the real actions. Rows stay aligned with ``traj`` (same
+    states, actions, successes, weights; images after the context are imagined), so the real
+    outcome labels the imagined frames. None when no episode is longer than the context."""
+    T = int(world_model.config.context_frames)
+    images = np.array(traj.images, copy=True)
+    keep = []
+    for e, (s, t) in enumerate(np.asarray(traj.episode_bounds)):
+        h = int(t - s - T)
+        if h < 1:
+            continue
+        out = world_model.rollout(
+            traj.images[s : s + T][None], traj.states[s : s + T][None], traj.actions[s + T - 1 : t - 1][None]
+        )
+        images[s + T : t] = out.frames[0].cpu().numpy()
+        keep.append(e)
+    if not keep:
+        return None
+    from dataclasses import replace
+
+    return replace(traj, images=images).select_episodes(np.array(keep))
+
+
+__all__ = [
+    "CoevolutionConfig",
+    "imagined_replays",
+    "coevolve_models",
+    "failure_weights",
+    "policy_chunk_fn",
+    "record_rollouts",
+]

@@ -1,0 +1,254 @@
+"""GRPO on action chunks (masked, group-shared starts, dynamic sampling), for real or imagined envs.
+
+One iteration (WoVR's masked GRPO, DAPO's dynamic sampling):
+
+1. Reset ``N = num_groups * G`` sub-envs with one seed per group repeated ``G`` times, so a
+   group shares its start (a real env reproduces the scene; the imagined env the keyframe).
+2. Roll each sub-env's first episode (at most ``max_chunks`` chunk steps).
+3. Score each trajectory (success or return); trajectories with an unreliable imagined step
+   (``gate_ok`` False) are masked out; advantages are group-relative over the valid members;
+   groups whose valid members all scored the same (all-success / all-fail) are dropped.
+4. Clipped-ratio policy-gradient on every valid chunk, each trajectory weighted by
+   ``1 / valid_length`` (so long trajectories do not dominate), optional KL to the SFT policy.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from imagination.rollout_buffer import RolloutBatch, check_policy_env, collect_first_episodes
+from imagination.trainer_utils import load_trainer_checkpoint, save_trainer_checkpoint, trainable_parameters
+from kernels.advantages import compute_group_advantages
+from wmrl.errors import ConfigError
+from wmrl.runs import RunDir, check_finite, seed_everything
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO hyper-parameters.
+
+    Args:
+        iterations: collect/update iterations.
+        group_size: G, trajectories per shared start; the env's ``num_envs`` must be a multiple.
+        max_chunks: horizon cap in chunk steps per trajectory.
+        update_epochs: passes over each batch; minibatch_size: chunk samples per gradient step.
+        lr: Adam learning rate; clip_eps: PPO-style ratio clip; max_grad_norm: gradient clip.
+        kl_coef: weight of the k3 KL estimate to the reference (SFT) policy (0: no reference).
+        entropy_coef: entropy bonus weight.
+        dynamic_sampling: drop groups whose valid members all scored the same.
+        normalize_std: divide advantages by the group's standard deviation.
+        score: ``"success"`` (1 if the episode succeeded) or ``"return"`` (sum of rewards).
+        gate: ``"mask"`` drops trajectories with an unreliable imagined step; ``"off"`` keeps them.
+        seed: seed of start states, sampling and minibatch order.
+        checkpoint_every: iterations between checkpoints (with a run folder).
+    """
+
+    iterations: int = 20
+    group_size: int = 8
+    max_chunks: int = 10
+    update_epochs: int = 2
+    minibatch_size: int = 64
+    lr: float = 1e-4
+    clip_eps: float = 0.2
+    max_grad_norm: float = 1.0
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    dynamic_sampling: bool = True
+    normalize_std: bool = True
+    score: str = "success"
+    gate: str = "mask"
+    seed: int = 0
+    checkpoint_every: int = 5
+
+    def __post_init__(self) -> None:
+        for k in (
+            "iterations",
+            "group_size",
+            "max_chunks",
+            "update_epochs",
+            "minibatch_size",
+            "checkpoint_every",
+        ):
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "iterations" else 1):
+                raise ConfigError(f"{k}={v!r} must be a positive integer")
+        if self.group_size < 2:
+            raise ConfigError(
+                f"group_size={self.group_size} must be >= 2 (advantages are relative within a group)"
+            )
+        if not (self.lr > 0 and 0 < self.clip_eps < 1 and self.max_grad_norm > 0):
+            raise ConfigError(
+                f"lr={self.lr}, clip_eps={self.clip_eps}, max_grad_norm={self.max_grad_norm} out of range"
+            )
+        if self.kl_coef < 0 or self.entropy_coef < 0:
+            raise ConfigError(f"kl_coef={self.kl_coef} and entropy_coef={self.entropy_coef} must be >= 0")
+        if self.score not in ("success", "return"):
+            raise ConfigError(f"score={self.score!r}; expected 'success' or 'return'")
+        if self.gate not in ("mask", "off"):
+            raise ConfigError(f"gate={self.gate!r}; expected 'mask' or 'off'")
+
+
+def trajectory_scores(
+    batch: RolloutBatch, score: str, gate: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-trajectory ``(scores float32 (N,), valid bool (N,), lengths int64 (N,))``.
+
+    A trajectory is valid when it is not gated out (``gate="mask"``: every executed step reliable)."""
+    lengths = batch.valid.sum(0)
+    if score == "success":
+        scores = (batch.success & batch.valid).any(0).float()
+    else:
+        scores = (batch.rewards * batch.valid).sum(0)
+    ok = lengths > 0
+    if gate == "mask":
+        ok &= (batch.gate_ok | ~batch.valid).all(0)
+    return scores, ok, lengths
+
+
+def grpo_update(
+    policy: Any,
+    opt: torch.optim.Optimizer,
+    batch: RolloutBatch,
+    adv_traj: torch.Tensor,
+    keep: torch.Tensor,
+    lengths: torch.Tensor,
+    cfg: GRPOConfig,
+    gen: torch.Generator,
+) -> dict[str, float]:
+    """Clipped-ratio update on every valid chunk of the kept trajectories (one screen, cleanrl style)."""
+    t_idx, n_idx = torch.nonzero(batch.valid & keep[None, :], as_tuple=True)
+    old_logp, adv = batch.log_probs[t_idx, n_idx], adv_traj[n_idx]
+    w = 1.0 / lengths[n_idx].float()  # masked GRPO: each trajectory's chunks share weight 1
+    ref_logp = batch.ref_log_probs[t_idx, n_idx] if batch.ref_log_probs is not None else None
+    stats: dict[str, list[float]] = {
+        "loss": [],
+        "kl": [],
+        "clip_frac": [],
+        "approx_kl_old": [],
+        "entropy": [],
+    }
+    for _ in range(cfg.update_epochs):
+        for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
+            obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
+            ev = policy.evaluate_actions(obs, instr, act)
+            log_ratio = (ev.log_prob - old_logp[mb]).clamp(-20.0, 20.0)
+            ratio = log_ratio.exp()
+            pg = -torch.min(ratio * adv[mb], ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv[mb])
+            wm = w[mb] / w[mb].sum()
+            loss = (pg * wm).sum() - cfg.entropy_coef * (ev.entropy * wm).sum()
+            kl = torch.zeros(())
+            if ref_logp is not None and cfg.kl_coef > 0:
+                d = (ref_logp[mb] - ev.log_prob).clamp(-20.0, 20.0)
+                kl = ((d.exp() - d - 1.0) * wm).sum()  # k3 estimator of KL(pi || pi_ref)
+                loss = loss + cfg.kl_coef * kl
+            check_finite("GRPO loss", loss)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm)
+            opt.step()
+            stats["loss"].append(float(loss.detach()))
+            stats["kl"].append(float(kl.detach()))
+            stats["clip_frac"].append(float(((ratio.detach() - 1).abs() > cfg.clip_eps).float().mean()))
+            stats["approx_kl_old"].append(float(((ratio - 1) - log_ratio).detach().mean()))
+            stats["entropy"].append(float(ev.entropy.detach().mean()))
+    return {k: sum(v) / len(v) for k, v in stats.items() if v}
+
+
+def train_grpo(
+    env: Any,
+    policy: Any,
+    cfg: GRPOConfig,
+    run: RunDir | None = None,
+    ref_policy: Any | None = None,
+    progress: bool = True,
+    log_prefix: str = "grpo/",
+    max_env_steps: float | None = None,
+) -> list[dict[str, float]]:
+    """Train ``policy`` in place with GRPO on ``env`` (real or imagined; chunk-stepping).
+
+    Args:
+        env: vector env honouring the wmrl contract, stepping chunks ``(N, K, A)``;
+            ``env.num_envs`` must be a multiple of ``cfg.group_size``.
+        policy: a ``policies.Policy`` (``act``/``evaluate_actions``); ``ref_policy`` is the frozen
+            SFT policy for the KL term (a copy of ``policy`` is taken when ``kl_coef > 0`` and
+            none is given).
+        run: run folder for metrics and checkpoints; resumes from its latest checkpoint.
+        max_env_steps: stop once the single env steps executed (valid or not) reach this budget
+            (RL in the real simulator at a fixed real-step budget); None: ``cfg.iterations`` only.
+
+    Returns:
+        one metrics dict per iteration (also appended to ``run``'s metrics.jsonl).
+    """
+    check_policy_env(policy, env)
+    n = env.num_envs
+    if n % cfg.group_size:
+        raise ConfigError(f"env num_envs={n} is not a multiple of group_size={cfg.group_size}")
+    num_groups = n // cfg.group_size
+    if cfg.kl_coef > 0 and ref_policy is None:
+        ref_policy = copy.deepcopy(policy).requires_grad_(False)
+    seed_everything(cfg.seed)
+    opt = torch.optim.Adam(trainable_parameters(policy), lr=cfg.lr)
+    history: list[dict[str, float]] = []
+    start = 0
+    if run is not None and (ckpt := run.latest_checkpoint()) is not None:
+        state = load_trainer_checkpoint(ckpt, {"policy": policy}, {"policy": opt})
+        start, history = state["iteration"], state["history"]
+    bar = tqdm(
+        range(start, cfg.iterations), desc="GRPO", disable=not progress, initial=start, total=cfg.iterations
+    )
+    for it in bar:
+        if max_env_steps is not None and history:  # stop before the next iteration would exceed the budget
+            used = sum(h["env_steps"] for h in history)
+            if used + history[-1]["env_steps"] > max_env_steps:
+                break
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(
+            cfg.seed * 1_000_003 + it
+        )  # per iteration: resume == no interruption
+        group_seeds = [cfg.seed * 1_000_003 + it * num_groups + g for g in range(num_groups)]
+        seeds = [s for s in group_seeds for _ in range(cfg.group_size)]
+        batch = collect_first_episodes(env, policy, cfg.max_chunks, seeds=seeds, ref_policy=ref_policy)
+        scores, valid, lengths = trajectory_scores(batch, cfg.score, cfg.gate)
+        group_ids = torch.arange(n) // cfg.group_size
+        adv, std = compute_group_advantages(scores, group_ids, valid, cfg.normalize_std)
+        keep = valid & (std > 0 if cfg.dynamic_sampling else torch.ones(n, dtype=torch.bool))
+        m: dict[str, float] = {
+            "iteration": it,
+            "score_mean": float(scores.mean()),
+            "success_rate": float((batch.success & batch.valid).any(0).float().mean()),
+            "valid_frac": float(valid.float().mean()),
+            "kept_frac": float(keep.float().mean()),
+            "chunk_steps": float(batch.valid.sum()),
+            "mean_length": float(lengths.float().mean()),
+            "env_steps": float(batch.executed.sum()),
+        }
+        if keep.any():
+            m.update(grpo_update(policy, opt, batch, adv, keep, lengths, cfg, gen))
+        else:
+            _warn_if_all_gated(valid)
+        m["iter_time_s"] = time.perf_counter() - t0
+        history.append(m)
+        if run is not None:
+            run.log(it, {log_prefix + k: v for k, v in m.items()})
+            if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
+                save_trainer_checkpoint(run, it + 1, {"policy": policy}, {"policy": opt}, history)
+        bar.set_postfix(success=f"{m['success_rate']:.2f}", kept=f"{m['kept_frac']:.2f}")
+    return history
+
+
+def _warn_if_all_gated(valid: torch.Tensor) -> None:
+    """An iteration where gating rejected every trajectory is worth a warning, not an error;
+    but a run where no trajectory is ever reliable would silently train nothing."""
+    if not valid.any():
+        import warnings
+
+        warnings.warn("GRPO: every trajectory was gated out this iteration (no update)", stacklevel=2)
+
+
+__all__ = ["GRPOConfig", "grpo_update", "train_grpo", "trajectory_scores"]

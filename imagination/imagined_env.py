@@ -1,0 +1,434 @@
+"""ImaginedVectorEnv: a world model behind the real env's batched contract (a policy cannot tell).
+
+* Observations: dict ``image`` uint8 ``(N, H, W, 3)`` (the latest imagined frame), ``state``
+  float32 ``(N, D)``; ``info["success"]`` bool ``(N,)``, ``info["instruction"]`` and
+  ``env.instructions`` / ``env.task_ids``; per-env autoreset (NEXT_STEP by default, SAME_STEP on
+  request) and ``reset(seed=..., options={"reset_mask": bool (N,)})``.
+* Steps take action chunks natively: ``step(actions float32 (N, K, 7))`` with ``K =
+  env.chunk_size`` (a multiple of the world model's chunk size), like a real env wrapped in
+  ``envs.wrappers.ActionChunkWrapper``; ``info["chunk_valid"]`` / ``chunk_rewards`` /
+  ``chunk_frames`` as there.
+* Reset fills the world-model context with the real frames ending at a keyframe
+  (:mod:`imagination.keyframes`); equal per-env seeds give equal keyframes (GRPO groups).
+* Success probability per imagined frame comes from the success reward model (or the world
+  model's success head); crossing ``success_threshold`` terminates. Reward ``"success"`` (1 at
+  success), ``"relative"`` (``p_t - p_{t-1}`` summed over the chunk) or ``"world_model"`` (the
+  world model's reward head). Truncation after ``horizon`` chunks.
+* Gating: every step reports ``info["exec_score"]`` (mean IDM executability score of the
+  chunk, ``rewards.ExecutabilityReward``) and ``info["reward_confidence"]`` (how far from the
+  threshold the success probabilities are, the lowest over the executed steps; a success step
+  counts with the highest probability imagined from it to the chunk's end; times the agreement
+  of success model and world-model head when both exist); ``info["gate_ok"]`` is both above their thresholds. ``gate="mask"``
+  only reports (trainers mask those trajectories), ``"terminate"`` also truncates the episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from imagination.keyframes import KeyframeConfig, KeyframeSampler
+from wmrl.errors import ConfigError, DatasetError, WmrlError
+from wmrl.runs import check_finite
+
+
+@dataclass
+class ImaginedEnvConfig:
+    """Args:
+    num_envs: N sub-envs (batched through the world model).
+    horizon: chunk steps before truncation.
+    chunk_size: actions per ``step`` (None: the world model's chunk size; else a multiple of it).
+    keyframes: keyframe strategy (:class:`imagination.keyframes.KeyframeConfig`).
+    reward: ``success`` | ``relative`` | ``world_model``.
+    success_threshold: success probability that counts as success (terminates).
+    gate: ``mask`` | ``terminate`` | ``off``.
+    exec_threshold: minimum executability score of a reliable step.
+    confidence_threshold: minimum reward confidence of a reliable step.
+    autoreset_mode: ``next_step`` | ``same_step``.
+    """
+
+    num_envs: int = 16
+    horizon: int = 8
+    chunk_size: int | None = None
+    keyframes: KeyframeConfig = None  # type: ignore[assignment]
+    reward: str = "success"
+    success_threshold: float = 0.5
+    gate: str = "mask"
+    exec_threshold: float = 0.25
+    confidence_threshold: float = 0.1
+    autoreset_mode: str = "next_step"
+
+    def __post_init__(self) -> None:
+        if self.keyframes is None:
+            self.keyframes = KeyframeConfig()
+        if not isinstance(self.num_envs, int) or self.num_envs < 1:
+            raise ConfigError(f"num_envs={self.num_envs!r} must be an integer >= 1")
+        if not isinstance(self.horizon, int) or self.horizon < 1:
+            raise ConfigError(f"horizon={self.horizon!r} must be an integer >= 1")
+        if self.reward not in ("success", "relative", "world_model"):
+            raise ConfigError(f"reward={self.reward!r}; expected 'success', 'relative' or 'world_model'")
+        if self.gate not in ("mask", "terminate", "off"):
+            raise ConfigError(f"gate={self.gate!r}; expected 'mask', 'terminate' or 'off'")
+        if not 0.0 < self.success_threshold < 1.0:
+            raise ConfigError(f"success_threshold={self.success_threshold} must lie in (0, 1)")
+        if self.autoreset_mode not in ("next_step", "same_step"):
+            raise ConfigError(f"autoreset_mode={self.autoreset_mode!r}; expected 'next_step' or 'same_step'")
+
+
+class ImaginedVectorEnv(gym.vector.VectorEnv):
+    """Batched imagined env (see the module docstring for the contract).
+
+    Args:
+        world_model: a ``worldmodels.WorldModel`` (``init_context`` / ``step``), on any device.
+        keyframes: ``wmrl.data.Trajectories`` of real episodes (same image size and state dim
+            as the world model) the episodes start from.
+        success_model: ``rewards.SuccessRewardModel`` or None (then the world model's success head).
+        exec_reward: ``rewards.ExecutabilityReward`` or None (then executability is not gated).
+        task_ids: restrict keyframes to these tasks (None: every task in ``keyframes``).
+        config: :class:`ImaginedEnvConfig`; ``**overrides`` replace its fields
+            (``num_envs=..., horizon=..., keyframe_strategy="late"`` ...).
+        seed: seed of the keyframe draws when ``reset`` gets none.
+    """
+
+    def __init__(
+        self,
+        world_model: Any,
+        keyframes: Any,
+        success_model: Any | None = None,
+        exec_reward: Any | None = None,
+        task_ids: list[str] | None = None,
+        config: ImaginedEnvConfig | None = None,
+        seed: int = 0,
+        **overrides: Any,
+    ):
+        cfg = config or ImaginedEnvConfig()
+        if "keyframe_strategy" in overrides:
+            kf = KeyframeConfig(**{**cfg.keyframes.__dict__, "strategy": overrides.pop("keyframe_strategy")})
+            overrides["keyframes"] = kf
+        if overrides:
+            cfg = ImaginedEnvConfig(**{**cfg.__dict__, **overrides})
+        self.config = cfg
+        self.wm, self.success_model, self.exec_reward = world_model, success_model, exec_reward
+        wc = world_model.config
+        size, d = int(world_model.image_size), int(world_model.state_dim)
+        if keyframes.image_size != size:
+            raise DatasetError(
+                f"keyframes have {keyframes.image_size}x{keyframes.image_size} frames; "
+                f"the world model expects {size}x{size}"
+            )
+        if d and keyframes.states.shape[1] != d:
+            raise DatasetError(
+                f"keyframes have state dim {keyframes.states.shape[1]}; the world model expects {d}"
+            )
+        if success_model is not None and int(success_model.config.image_size) != size:
+            raise WmrlError(
+                f"success model image_size={success_model.config.image_size} differs from the world model's {size}"
+            )
+        self.sampler = KeyframeSampler(keyframes, int(wc.context_frames), cfg.keyframes, task_ids)
+        k_wm = int(wc.chunk_size)
+        self.chunk_size = int(cfg.chunk_size or k_wm)
+        if self.chunk_size % k_wm:
+            raise ConfigError(
+                f"chunk_size={self.chunk_size} must be a multiple of the world model's chunk size {k_wm}"
+            )
+        n = cfg.num_envs
+        self.num_envs = n
+        d_obs = keyframes.states.shape[1]
+        self.single_observation_space = gym.spaces.Dict(
+            {
+                "image": gym.spaces.Box(0, 255, (size, size, 3), np.uint8),
+                "state": gym.spaces.Box(-np.inf, np.inf, (d_obs,), np.float32),
+            }
+        )
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, n)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (int(wc.action_dim),), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (n, self.chunk_size, int(wc.action_dim)), np.float32)
+        mode = (
+            gym.vector.AutoresetMode.NEXT_STEP
+            if cfg.autoreset_mode == "next_step"
+            else gym.vector.AutoresetMode.SAME_STEP
+        )
+        self.metadata = {
+            "autoreset_mode": mode,
+            "imagined": True,
+            "action_dims_used": list(range(int(wc.action_dim))),
+        }
+        self._rngs = [np.random.default_rng([seed, i]) for i in range(n)]
+        self.instructions: list[str] = [""] * n
+        self.task_ids: list[str] = [""] * n
+        self.keyframe_rows = np.zeros(n, np.int64)
+        self._t = np.zeros(n, np.int64)
+        self._prev_p = np.zeros(n, np.float32)
+        self._prev_done = np.zeros(n, bool)
+        self._image = np.zeros((n, size, size, 3), np.uint8)
+        self._state = np.zeros((n, d_obs), np.float32)
+        self._ctx = None
+        self.imagined_steps = 0  # world-model steps taken (single actions)
+
+    # ------------------------------------------------------------------ reset
+    def _reset_rows(self, mask: np.ndarray, seeds: list[int | None]) -> None:
+        idx = np.flatnonzero(mask)
+        if len(idx) == 0:
+            return
+        frames, states = [], []
+        for i in idx:
+            if seeds[i] is not None:
+                self._rngs[i] = np.random.default_rng(int(seeds[i]))
+            row = self.sampler.sample(self._rngs[i])
+            f, s = self.sampler.context(row)
+            frames.append(f)
+            states.append(s)
+            self.keyframe_rows[i] = row
+            self.instructions[i] = self.sampler.traj.instructions[row]
+            self.task_ids[i] = self.sampler.traj.task_ids[row]
+            self._image[i] = f[-1]
+            self._state[i] = s[-1]
+        instr = [self.instructions[i] for i in idx] if self.wm.config.instruction_dim else None
+        ctx = self.wm.init_context(np.stack(frames), np.stack(states).astype(np.float32), instr)
+        if self._ctx is None or len(idx) == self.num_envs:
+            self._ctx = (
+                ctx
+                if len(idx) == self.num_envs
+                else self.wm.init_context(
+                    np.repeat(np.stack(frames)[:1], self.num_envs, 0),
+                    np.repeat(np.stack(states)[:1], self.num_envs, 0),
+                    None if instr is None else instr[:1] * self.num_envs,
+                ).assign(torch.as_tensor(mask), ctx)
+            )
+        else:
+            self._ctx = self._ctx.assign(torch.as_tensor(mask), ctx)
+        self._t[idx] = 0
+        self._prev_done[idx] = False
+        self._prev_p[idx] = self._success_prob(
+            self._image[idx][:, None], [self.instructions[i] for i in idx]
+        )[0][:, 0]
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        """Reset all sub-envs (or those in ``options["reset_mask"]``). ``seed``: an int (sub-env i
+        gets ``seed + i``) or one int per sub-env (equal seeds: equal keyframes)."""
+        n = self.num_envs
+        mask = np.ones(n, bool)
+        if options and options.get("reset_mask") is not None:
+            mask = np.asarray(options["reset_mask"])
+            if mask.shape != (n,) or mask.dtype != np.bool_:
+                raise WmrlError(
+                    f"reset_mask has shape {mask.shape} and dtype {mask.dtype}; expected bool ({n},)"
+                )
+        if seed is None:
+            seeds: list[int | None] = [None] * n
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise WmrlError(f"seed has {len(seeds)} entries; expected an int or {n} ints")
+        self._reset_rows(mask, seeds)
+        return self._obs(), self._info(np.zeros(n, bool))
+
+    def reset_to(self, frames: np.ndarray, states: np.ndarray, instructions: list[str], task_ids: list[str]):
+        """Start every sub-env from given real frames instead of keyframes (e.g. the first frame of
+        a real episode, to pair imagined and real rollouts of the same start).
+
+        Args:
+            frames: uint8 ``(N, T', H, W, 3)``; states: float32 ``(N, T', D)``; the last ``T`` are used
+                (fewer are left-padded by repeating the first).
+        Returns: ``(obs, info)`` like :meth:`reset`.
+        """
+        n, T = self.num_envs, int(self.wm.config.context_frames)
+        frames, states = np.asarray(frames), np.asarray(states, np.float32)
+        if frames.ndim != 5 or frames.shape[0] != n or frames.shape[2:] != self._image.shape[1:]:
+            raise WmrlError(
+                f"reset_to frames have shape {frames.shape}; expected ({n}, T, {self._image.shape[1]}, "
+                f"{self._image.shape[2]}, 3)"
+            )
+        if len(instructions) != n or len(task_ids) != n:
+            raise WmrlError(
+                f"reset_to needs {n} instructions and task ids; got {len(instructions)} and {len(task_ids)}"
+            )
+        if frames.shape[1] < T:
+            pad = T - frames.shape[1]
+            frames = np.concatenate([np.repeat(frames[:, :1], pad, 1), frames], 1)
+            states = np.concatenate([np.repeat(states[:, :1], pad, 1), states], 1)
+        frames, states = frames[:, -T:], states[:, -T:]
+        self.instructions, self.task_ids = list(instructions), list(task_ids)
+        instr = self.instructions if self.wm.config.instruction_dim else None
+        self._ctx = self.wm.init_context(frames, states, instr)
+        self._image[:], self._state[:] = frames[:, -1], states[:, -1]
+        self.keyframe_rows[:] = -1
+        self._t[:] = 0
+        self._prev_done[:] = False
+        self._prev_p[:] = self._success_prob(self._image[:, None], self.instructions)[0][:, 0]
+        return self._obs(), self._info(np.zeros(n, bool))
+
+    # ------------------------------------------------------------------ step
+    def _success_prob(self, frames: np.ndarray, instructions: list[str], wm_prob: np.ndarray | None = None):
+        """frames uint8 (B, K, H, W, 3) -> (prob (B, K), confidence (B, K)) in [0, 1]."""
+        b, k = frames.shape[:2]
+        if self.success_model is not None:
+            p = self.success_model.predict(
+                frames.reshape(b * k, *frames.shape[2:]), [s for s in instructions for _ in range(k)]
+            )
+            p = p.float().cpu().numpy().reshape(b, k)
+        elif wm_prob is not None:
+            p = wm_prob
+        else:
+            return np.zeros((b, k), np.float32), np.ones((b, k), np.float32)
+        check_finite("imagined success probability", p)
+        thr = self.config.success_threshold
+        conf = np.abs(p - thr) / np.where(p >= thr, 1.0 - thr, thr)
+        if self.success_model is not None and wm_prob is not None:
+            conf = conf * (1.0 - np.abs(p - wm_prob))
+        return p.astype(np.float32), conf.astype(np.float32)
+
+    def step(self, actions: Any):
+        """Imagine one chunk ``(N, K, A)`` per sub-env; returns obs, reward (N,), terminated (N,),
+        truncated (N,), info (see the module docstring)."""
+        cfg, n, k = self.config, self.num_envs, self.chunk_size
+        a = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions, np.float32)
+        a_dim = int(self.single_action_space.shape[0])
+        if a.shape != (n, k, a_dim):
+            raise WmrlError(f"action chunk has shape {a.shape}; expected ({n}, {k}, {a_dim})")
+        check_finite("actions", a)
+        a = np.clip(a, -1.0, 1.0)
+        reset_now = self._prev_done.copy()
+        act = np.flatnonzero(~reset_now)
+        reward = np.zeros(n, np.float32)
+        term = np.zeros(n, bool)
+        trunc = np.zeros(n, bool)
+        success = np.zeros(n, bool)
+        valid = np.zeros((n, k), bool)
+        chunk_rewards = np.zeros((n, k), np.float32)
+        chunk_frames = np.zeros((n, k, *self._image.shape[1:]), np.uint8)
+        exec_score = np.full(n, np.nan, np.float32)
+        conf_out = np.full(n, np.nan, np.float32)
+        gate_ok = np.ones(n, bool)
+        success_prob = self._prev_p.copy()
+        if len(act):
+            frames, probs, confs, wm_rew, states = self._imagine(act, a[act])
+            b = len(act)
+            # first success within the chunk terminates; later frames are not executed
+            hit = probs >= cfg.success_threshold
+            first = np.where(hit.any(1), hit.argmax(1), k - 1)
+            ok = np.arange(k)[None, :] <= first[:, None]  # (b, k)
+            prev = np.concatenate([self._prev_p[act, None], probs[:, :-1]], 1)
+            if cfg.reward == "success":
+                r = hit & (np.arange(k)[None, :] == first[:, None])
+            elif cfg.reward == "relative":
+                r = probs - prev
+            else:
+                r = wm_rew
+            r = np.where(ok, r, 0.0).astype(np.float32)
+            check_finite("imagined reward", r)
+            rows = np.arange(b)
+            last = first
+            e_score = self._exec_scores(act, frames, a[act])  # (b, k) in [0, 1] or None
+            es = np.where(ok, e_score, np.nan) if e_score is not None else None
+            # a success is judged by the highest probability the world model imagined from the
+            # success step to the end of the chunk (hysteresis: a frame that just crosses the
+            # threshold and keeps rising is a confident success, one that falls back is not)
+            succ_rows = np.flatnonzero(hit.any(1))
+            if len(succ_rows):
+                after = (np.arange(k)[None, :] >= first[succ_rows, None]) & hit[succ_rows]
+                tail = np.where(after, confs[succ_rows], 0.0)
+                confs = confs.copy()
+                confs[succ_rows, first[succ_rows]] = tail.max(1)
+            c_min = np.where(ok, confs, np.inf).min(1)
+            conf_out[act] = c_min
+            success_prob[act] = probs[rows, last]
+            good = c_min >= cfg.confidence_threshold
+            if es is not None:
+                exec_score[act] = np.nanmean(es, 1)
+                good &= exec_score[act] >= cfg.exec_threshold
+            if cfg.gate != "off":
+                gate_ok[act] = good
+            valid[act] = ok
+            chunk_rewards[act] = r
+            chunk_frames[act] = np.where(ok[..., None, None, None], frames, frames[rows, last][:, None])
+            reward[act] = r.sum(1)
+            success[act] = hit.any(1)
+            term[act] = hit.any(1)
+            self._t[act] += 1
+            trunc[act] = ~term[act] & (self._t[act] >= cfg.horizon)
+            if cfg.gate == "terminate":
+                trunc[act] |= ~term[act] & ~gate_ok[act]
+            self._image[act] = frames[rows, last]
+            self._state[act] = states[rows, last]
+            self._prev_p[act] = probs[rows, last]
+        info = self._info(success)
+        info.update(
+            chunk_valid=valid,
+            chunk_rewards=chunk_rewards,
+            chunk_frames=chunk_frames,
+            exec_score=exec_score,
+            reward_confidence=conf_out,
+            gate_ok=gate_ok,
+            success_prob=success_prob,
+            keyframe_row=self.keyframe_rows.copy(),
+        )
+        done = term | trunc
+        if cfg.autoreset_mode == "next_step":
+            if reset_now.any():
+                self._reset_rows(reset_now, [None] * n)
+                info["instruction"] = list(self.instructions)
+            self._prev_done = done
+        elif done.any():
+            info["final_obs"] = self._obs()
+            info["_final_obs"] = done.copy()
+            self._reset_rows(done, [None] * n)
+            info["instruction"] = list(self.instructions)
+        return self._obs(), reward, term, trunc, info
+
+    @torch.no_grad()
+    def _imagine(self, idx: np.ndarray, actions: np.ndarray):
+        """World-model steps of sub-envs ``idx`` over one env chunk. Returns frames uint8
+        (b, K, H, W, 3), success probs / confidences (b, K), world-model rewards (b, K), states (b, K, D)."""
+        k_wm = int(self.wm.config.chunk_size)
+        full = len(idx) == self.num_envs
+        ctx = self._ctx if full else self._ctx.index_select(torch.as_tensor(idx))
+        fr, wp, wr, st = [], [], [], []
+        for j in range(0, self.chunk_size, k_wm):
+            out = self.wm.step(ctx, torch.as_tensor(actions[:, j : j + k_wm], device=self.wm.device))
+            ctx = out.context
+            fr.append(out.frames.cpu().numpy())
+            wp.append(out.success_prob.float().cpu().numpy())
+            wr.append(out.rewards.float().cpu().numpy())
+            st.append(out.states.float().cpu().numpy())
+        mask = np.zeros(self.num_envs, bool)
+        mask[idx] = True
+        self._ctx = ctx if full else self._ctx.assign(torch.as_tensor(mask), ctx)
+        self.imagined_steps += len(idx) * self.chunk_size
+        frames = np.concatenate(fr, 1)
+        wm_prob = np.concatenate(wp, 1)
+        probs, confs = self._success_prob(frames, [self.instructions[i] for i in idx], wm_prob)
+        states = np.concatenate(st, 1)
+        if states.shape[-1] == 0:  # a world model without state: keep the keyframe's state
+            states = np.repeat(self._state[idx][:, None], frames.shape[1], 1)
+        check_finite("imagined states", states)
+        return frames, probs, confs, np.concatenate(wr, 1), states
+
+    def _exec_scores(self, idx: np.ndarray, frames: np.ndarray, actions: np.ndarray) -> np.ndarray | None:
+        """Per-step executability (b, K) of the imagined transitions, or None without a model."""
+        if self.exec_reward is None:
+            return None
+        clip = np.concatenate([self._image[idx][:, None], frames], 1)  # (b, K+1, H, W, 3)
+        out = self.exec_reward(clip, actions)
+        score = out.per_step_score.float().cpu().numpy()
+        check_finite("executability score", score)
+        return score
+
+    # ------------------------------------------------------------------ helpers
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {"image": self._image.copy(), "state": self._state.copy()}
+
+    def _info(self, success: np.ndarray) -> dict[str, Any]:
+        return {"success": success.copy(), "instruction": list(self.instructions)}
+
+    def close(self, **kwargs: Any) -> None:
+        self._ctx = None
+
+
+__all__ = ["ImaginedEnvConfig", "ImaginedVectorEnv"]

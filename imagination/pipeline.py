@@ -1,0 +1,629 @@
+"""``wmrl run``: the whole loop on the built-in suite, resumable stage by stage.
+
+Stages (each leaves ``RUN/stages/<name>.json`` and is skipped when that marker exists)::
+
+    demos          scripted-expert demos (wmrl.collect -> LeRobotDataset in RUN/data)
+    world_model    action-conditioned world model (worldmodels.train, RUN/world_model)
+    rewards        IDM + executability reward + success reward model (RUN/rewards)
+    sft            behaviour-cloned VLA policy (policies.train, RUN/sft)
+    eval_sft       real-simulator success of the SFT policy
+    round_0        GRPO/PPO in imagination (ImaginedVectorEnv, keyframe starts, gating) + evaluation
+    round_r        co-evolution: real rollouts of the policy (counted) -> fine-tune world model and
+                   success model (failures up-weighted) -> RL in imagination -> evaluation
+    real_rl        baseline: the same RL in the real simulator with the real-env steps rounds 1..R used
+    report         results.md table, success-per-round plot, real | imagined videos, results.json
+
+Long stages checkpoint inside (world model, SFT, RL iterations) and resume from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmrl.errors import ConfigError, WmrlError
+from wmrl.io import atomic_write_json, atomic_write_text
+
+
+# ---------------------------------------------------------------------------------------------- config
+@dataclass
+class DemoConfig:
+    """Args: episodes_per_task: expert episodes per task; noise: expert noise levels (episodes split
+    evenly); num_envs: sub-envs while collecting."""
+
+    episodes_per_task: int = 30
+    noise: tuple[float, ...] = (0.0, 0.2, 0.4)
+    num_envs: int = 12
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 2 or self.num_envs < 1 or not self.noise or min(self.noise) < 0:
+            raise ConfigError(
+                f"demos: episodes_per_task={self.episodes_per_task} must be >= 2, "
+                f"num_envs={self.num_envs} >= 1, noise={self.noise} non-empty and >= 0"
+            )
+
+
+@dataclass
+class RewardsConfig:
+    """Args: idm_steps / success_steps: training steps; batch_size; calibrate_clips: real clips that
+    calibrate the executability scale; idm / success: extra fields of IDMConfig / SuccessModelConfig."""
+
+    idm_steps: int = 600
+    success_steps: int = 600
+    batch_size: int = 64
+    calibrate_clips: int = 64
+    idm: dict = field(default_factory=dict)
+    success: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.idm_steps < 1 or self.success_steps < 1 or self.calibrate_clips < 1:
+            raise ConfigError(
+                f"rewards: idm_steps={self.idm_steps}, success_steps={self.success_steps}, "
+                f"calibrate_clips={self.calibrate_clips} must be >= 1"
+            )
+
+
+@dataclass
+class EvalConfig:
+    """Args: episodes_per_task: real-simulator episodes per task and evaluation; num_envs: batch."""
+
+    episodes_per_task: int = 10
+    num_envs: int = 10
+    seed: int = 12345
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 1 or self.num_envs < 1:
+            raise ConfigError(
+                f"eval: episodes_per_task={self.episodes_per_task} and num_envs={self.num_envs} must be >= 1"
+            )
+
+
+@dataclass
+class RunConfig:
+    """Config of ``wmrl run`` (``conf/run.yaml``).
+
+    Args:
+        run_dir: run folder (re-using it resumes).
+        suite: task id, suite name or list of task ids.
+        image_size: frame side for every model (policy, world model, rewards).
+        seed: seed of the whole run; num_threads: torch CPU threads (null: torch default).
+        demos, rewards, eval: see their classes.
+        world_model: family + world-model config fields (``conf/world_model/*``).
+        world_model_train: ``worldmodels.train.TrainLoopConfig`` fields.
+        policy: ``policies.vla.VLAConfig`` fields (``conf/policy/*``); sft: ``TrainPolicyConfig``
+            fields besides dataset/out/policy.
+        imagination: ``ImaginedEnvConfig`` fields (``keyframes`` a ``KeyframeConfig`` mapping).
+        rl: ``algo`` (grpo | ppo) + that trainer's config fields (``conf/rl/*``).
+        coevolution: ``CoevolutionConfig`` fields.
+        real_rl_baseline: run RL in the real simulator with the same real-env budget.
+        real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size).
+        videos: real | imagined videos written in the report.
+    """
+
+    run_dir: str = "runs/run"
+    suite: Any = "builtin"
+    image_size: int = 64
+    seed: int = 0
+    num_threads: int | None = None
+    demos: DemoConfig = field(default_factory=DemoConfig)
+    world_model: dict = field(default_factory=lambda: {"family": "deterministic"})
+    world_model_train: dict = field(default_factory=dict)
+    rewards: RewardsConfig = field(default_factory=RewardsConfig)
+    policy: dict = field(default_factory=dict)
+    sft: dict = field(default_factory=dict)
+    imagination: dict = field(default_factory=dict)
+    rl: dict = field(default_factory=lambda: {"algo": "grpo"})
+    coevolution: dict = field(default_factory=dict)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    real_rl_baseline: bool = True
+    real_rl_num_envs: int = 16
+    videos: int = 2
+
+    def __post_init__(self) -> None:
+        if isinstance(self.suite, (list, tuple)):
+            self.suite = list(self.suite)
+        if self.image_size not in (32, 64, 96, 128):
+            raise ConfigError(f"image_size={self.image_size} must be one of 32, 64, 96, 128")
+        if self.rl.get("algo") not in ("grpo", "ppo"):
+            raise ConfigError(f"rl.algo={self.rl.get('algo')!r}; expected 'grpo' or 'ppo'")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ConfigError(f"num_threads={self.num_threads} must be >= 1 or null")
+        # typed sub-configs are built (and checked) here so a bad key fails before any work
+        self.rl_config()
+        self.imagination_config()
+        self.coevolution_config()
+
+    def rl_config(self):
+        from imagination.grpo import GRPOConfig
+        from imagination.ppo import PPOConfig
+        from wmrl.config import to_dataclass
+
+        rl = dict(self.rl)
+        algo = rl.pop("algo")
+        return algo, to_dataclass(rl, GRPOConfig if algo == "grpo" else PPOConfig, where="rl.")
+
+    def imagination_config(self):
+        from imagination.imagined_env import ImaginedEnvConfig
+        from wmrl.config import to_dataclass
+
+        return to_dataclass(dict(self.imagination), ImaginedEnvConfig, where="imagination.")
+
+    def coevolution_config(self):
+        from imagination.coevolution import CoevolutionConfig
+        from wmrl.config import to_dataclass
+
+        return to_dataclass(dict(self.coevolution), CoevolutionConfig, where="coevolution.")
+
+
+# ---------------------------------------------------------------------------------------------- stages
+class Pipeline:
+    """Runs the stages of :class:`RunConfig` in a run folder (see the module docstring)."""
+
+    def __init__(self, cfg: RunConfig, progress: bool = True):
+        from wmrl.runs import RunDir
+
+        self.cfg, self.progress = cfg, progress
+        self.root = Path(cfg.run_dir)
+        self.run = RunDir(self.root, dataclasses.asdict(cfg))
+        (self.root / "stages").mkdir(exist_ok=True)
+        self.t0 = time.perf_counter()
+        self._traj = None
+
+    # -- markers
+    def done(self, stage: str) -> dict | None:
+        p = self.root / "stages" / f"{stage}.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def mark(self, stage: str, summary: dict) -> dict:
+        atomic_write_json(self.root / "stages" / f"{stage}.json", summary)
+        self.run.log(
+            len(list((self.root / "stages").glob("*.json"))),
+            {f"{stage}/{k}": v for k, v in summary.items() if isinstance(v, (int, float, bool))},
+        )
+        return summary
+
+    def stage(self, name: str, fn) -> dict:
+        prev = self.done(name)
+        if prev is not None:
+            self._say(f"[skip] {name} (done: {self.root / 'stages' / (name + '.json')})")
+            return prev
+        self._say(f"[stage] {name}")
+        t = time.perf_counter()
+        out = fn()
+        out["stage_time_s"] = time.perf_counter() - t
+        return self.mark(name, out)
+
+    def _say(self, msg: str) -> None:
+        if self.progress:
+            from rich import print as rprint
+
+            rprint(f"[bold cyan]wmrl run[/] {msg}  [dim]({time.perf_counter() - self.t0:.0f}s)[/]")
+
+    # -- data
+    @property
+    def data_root(self) -> Path:
+        return self.root / "data"
+
+    def trajectories(self):
+        if self._traj is None:
+            from wmrl.data import load_trajectories
+
+            self._traj = load_trajectories(self.data_root)
+        return self._traj
+
+    def tasks(self) -> list[str]:
+        import envs
+
+        return envs.resolve_tasks(self.cfg.suite)
+
+    # -- stage bodies
+    def s_demos(self) -> dict:
+        import shutil
+
+        from wmrl.collect import collect
+
+        c = self.cfg.demos
+        if self.data_root.exists() and not (self.data_root / "meta" / "info.json").exists():
+            shutil.rmtree(self.data_root)  # a collection cut short: start it again
+        n_tasks = len(self.tasks())
+        return collect(
+            str(self.data_root),
+            self.cfg.suite,
+            c.episodes_per_task * n_tasks,
+            list(c.noise),
+            num_envs=c.num_envs,
+            seed=self.cfg.seed,
+            image_size=self.cfg.image_size,
+            overwrite=self.data_root.exists(),
+            progress=self.progress,
+        )
+
+    def s_world_model(self) -> dict:
+        from wmrl.config import to_dataclass
+        from worldmodels.train import TrainLoopConfig, TrainWorldModelConfig, train_world_model
+
+        wm = {**self.cfg.world_model, "image_size": self.cfg.image_size, "seed": self.cfg.seed}
+        loop = to_dataclass(
+            {"seed": self.cfg.seed, **self.cfg.world_model_train}, TrainLoopConfig, where="world_model_train."
+        )
+        tcfg = TrainWorldModelConfig(world_model=wm, train=loop, run_dir=str(self.root / "world_model"))
+        tr, te = self.trajectories().split_episodes(0.1, self.cfg.seed)
+        _, info = train_world_model(tcfg, tr, te, progress=self.progress)
+        return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool)) or v is None}
+
+    def s_rewards(self) -> dict:
+        from rewards import (
+            ExecutabilityReward,
+            IDMConfig,
+            SuccessModelConfig,
+            train_idm,
+            train_success_model,
+        )
+        from wmrl.config import to_dataclass
+
+        rc, traj, size = self.cfg.rewards, self.trajectories(), self.cfg.image_size
+        idm = train_idm(
+            traj,
+            to_dataclass({"image_size": size, **rc.idm}, IDMConfig, where="rewards.idm."),
+            steps=rc.idm_steps,
+            batch_size=rc.batch_size,
+            seed=self.cfg.seed,
+            progress=self.progress,
+        )
+        exe = ExecutabilityReward(idm)
+        clips, acts = _real_clips(traj, 5, rc.calibrate_clips, self.cfg.seed)
+        cal = exe.calibrate(clips, acts)
+        exe.save_pretrained(self.root / "rewards" / "executability")
+        succ = train_success_model(
+            traj,
+            to_dataclass({"image_size": size, **rc.success}, SuccessModelConfig, where="rewards.success."),
+            steps=rc.success_steps,
+            batch_size=rc.batch_size,
+            seed=self.cfg.seed,
+            progress=self.progress,
+        )
+        succ.save_pretrained(self.root / "rewards" / "success")
+        return {"exec_scale": cal["scale"], "exec_step_scale": cal["step_scale"]}
+
+    def s_sft(self) -> dict:
+        from policies.train import TrainPolicyConfig, train_policy
+        from policies.vla.configuration_vla import VLAConfig
+        from wmrl.config import to_dataclass
+
+        pol = to_dataclass({**self.cfg.policy, "image_size": self.cfg.image_size}, VLAConfig, where="policy.")
+        tc = to_dataclass({"seed": self.cfg.seed, **self.cfg.sft}, TrainPolicyConfig, where="sft.")
+        tc = dataclasses.replace(
+            tc,
+            dataset=str(self.data_root),
+            out=str(self.root / "sft"),
+            policy=pol,
+            num_threads=self.cfg.num_threads,
+        )
+        _, summary = train_policy(tc, self.trajectories(), progress=self.progress)
+        return {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in summary.items()
+            if isinstance(v, (int, float, str, bool, Path))
+        }
+
+    def evaluate(self, policy: Any, name: str) -> dict:
+        from benchmarks.policy_eval import evaluate_policy
+
+        e = self.cfg.eval
+        res = evaluate_policy(
+            policy,
+            self.cfg.suite,
+            e.episodes_per_task,
+            seed=e.seed,
+            num_envs=e.num_envs,
+            video_dir=self.run.videos / name,
+            videos_per_task=1,
+            progress=self.progress,
+        )
+        return {
+            "success": float(res["mean_success"]),
+            "ci95": list(res.get("mean_ci95", [])),
+            "per_task": {t: float(v["success_rate"]) for t, v in res["tasks"].items()},
+            "eval_env_steps": float(sum(v["mean_length"] * v["episodes"] for v in res["tasks"].values())),
+        }
+
+    # -- models
+    def load_models(self, round_idx: int):
+        """World model and success model as of the start of RL round ``round_idx``."""
+        from rewards import ExecutabilityReward, SuccessRewardModel
+        from worldmodels import load_world_model
+
+        wm_dir = self.root / "world_model" / "model"
+        sm_dir = self.root / "rewards" / "success"
+        for r in range(round_idx, 0, -1):
+            if (self.root / f"round_{r}" / "world_model").exists():
+                wm_dir, sm_dir = (
+                    self.root / f"round_{r}" / "world_model",
+                    self.root / f"round_{r}" / "success",
+                )
+                break
+        wm = load_world_model(wm_dir).eval()
+        sm = SuccessRewardModel.from_pretrained(sm_dir).eval()
+        exe = ExecutabilityReward.from_pretrained(self.root / "rewards" / "executability")
+        return wm, sm, exe
+
+    def policy_after(self, round_idx: int):
+        from policies import load_policy
+
+        if round_idx < 0:
+            return load_policy(self.root / "sft" / "policy")
+        return load_policy(self.root / f"round_{round_idx}" / "policy")
+
+    def rl(
+        self,
+        env: Any,
+        policy: Any,
+        out: Path,
+        seed_offset: int,
+        max_env_steps: float | None = None,
+        max_chunks: int | None = None,
+    ) -> list:
+        from imagination.grpo import train_grpo
+        from imagination.ppo import train_ppo
+        from wmrl.runs import RunDir
+
+        algo, rcfg = self.cfg.rl_config()
+        rcfg = dataclasses.replace(rcfg, seed=self.cfg.seed * 100 + seed_offset)
+        if max_env_steps is not None:  # a budgeted run stops on real-env steps, not iterations
+            rcfg = dataclasses.replace(rcfg, iterations=1_000_000)
+        if max_chunks is not None and hasattr(rcfg, "max_chunks"):
+            rcfg = dataclasses.replace(rcfg, max_chunks=max_chunks)
+        run = RunDir(out / "rl", {"algo": algo, **dataclasses.asdict(rcfg)})
+        if algo == "grpo":
+            ref = copy.deepcopy(policy).requires_grad_(False) if rcfg.kl_coef > 0 else None
+            return train_grpo(
+                env,
+                policy,
+                rcfg,
+                run=run,
+                ref_policy=ref,
+                progress=self.progress,
+                max_env_steps=max_env_steps,
+            )
+        return train_ppo(env, policy, rcfg, run=run, progress=self.progress, max_env_steps=max_env_steps)
+
+    def imagined_env(self, wm: Any, sm: Any, exe: Any, keyframes: Any, seed: int):
+        from imagination.imagined_env import ImaginedVectorEnv
+
+        return ImaginedVectorEnv(
+            wm,
+            keyframes,
+            success_model=sm,
+            exec_reward=exe,
+            task_ids=self.tasks(),  # keyframes of other tasks only: a clear DatasetError
+            config=self.cfg.imagination_config(),
+            seed=seed,
+        )
+
+    def s_round(self, r: int) -> dict:
+        import envs
+        from imagination.coevolution import coevolve_models, policy_chunk_fn, record_rollouts
+
+        out = self.root / f"round_{r}"
+        out.mkdir(exist_ok=True)
+        policy = self.policy_after(r - 1)
+        summary: dict[str, Any] = {"round": r}
+        if r > 0:
+            cc = self.cfg.coevolution_config()
+            wm, sm, exe = self.load_models(r - 1)
+            rollouts_dir = out / "rollouts.npz"
+            if not (out / "world_model").exists():
+                env = envs.make_vec(
+                    self.cfg.suite,
+                    min(16, cc.episodes_per_round),
+                    image_size=self.cfg.image_size,
+                    autoreset_mode="same_step",
+                    seed=self.cfg.seed + 7000 + r,
+                )
+                traj_new, st = record_rollouts(
+                    env,
+                    policy_chunk_fn(policy),
+                    cc.episodes_per_round,
+                    policy.chunk_size,
+                    seed=self.cfg.seed + 7000 + r,
+                )
+                env.close()
+                _save_traj(rollouts_dir, traj_new)
+                dataset = self.trajectories()
+                for q in range(1, r):
+                    dataset = _concat_weighted(
+                        dataset, _load_traj(self.root / f"round_{q}" / "rollouts.npz"), cc
+                    )
+                _, fst = coevolve_models(wm, sm, dataset, traj_new, cc, seed=self.cfg.seed + r)
+                sm.save_pretrained(out / "success")
+                wm.save_pretrained(out / "world_model")  # the marker of a finished fine-tune: written last
+                atomic_write_json(out / "rollout_stats.json", {**st, **fst})
+            summary.update(json.loads((out / "rollout_stats.json").read_text()))
+            summary["real_env_steps"] = summary["env_steps"]
+            wm, sm, exe = self.load_models(r)
+        else:
+            wm, sm, exe = self.load_models(0)
+            summary["real_env_steps"] = 0.0
+        keyframes = self.trajectories()
+        if r > 0:
+            keyframes = _concat_weighted(
+                keyframes, _load_traj(out / "rollouts.npz"), self.cfg.coevolution_config()
+            )
+        env = self.imagined_env(wm, sm, exe, keyframes, seed=self.cfg.seed + 31 * r)
+        hist = self.rl(env, policy, out, seed_offset=r)
+        policy.save_pretrained(out / "policy")
+        summary["imagined_steps"] = float(env.imagined_steps)
+        summary["rl_iterations"] = len(hist)
+        summary["imagined_success_last"] = (
+            float(hist[-1].get("success_rate", hist[-1].get("episode_success", 0.0))) if hist else 0.0
+        )
+        summary["gated_frac"] = (
+            float(1.0 - np.mean([h.get("valid_frac", 1.0) for h in hist])) if hist else 0.0
+        )
+        summary["eval"] = self.evaluate(policy, f"round_{r}")
+        return summary
+
+    def s_real_rl(self, budget: float) -> dict:
+        import envs
+        from envs.wrappers import ActionChunkWrapper
+
+        policy = self.policy_after(-1)
+        algo, rcfg = self.cfg.rl_config()
+        g = getattr(rcfg, "group_size", 1)
+        n = self.cfg.real_rl_num_envs
+        tasks = self.tasks()
+        per_env = [tasks[(i // g) % len(tasks)] for i in range(n)]  # a GRPO group shares its task
+        env = ActionChunkWrapper(
+            envs.make_vec(
+                per_env,
+                n,
+                image_size=self.cfg.image_size,
+                autoreset_mode="same_step",
+                seed=self.cfg.seed + 999,
+            ),
+            policy.chunk_size,
+        )
+        out = self.root / "real_rl"
+        out.mkdir(exist_ok=True)
+        summary: dict[str, Any] = {"real_env_steps_budget": budget}
+        if budget > 0:
+            # real episodes start at t=0 and need their full length (no keyframe starts here)
+            full = max(envs.task_spec(t).max_episode_steps for t in tasks)
+            hist = self.rl(
+                env,
+                policy,
+                out,
+                seed_offset=999,
+                max_env_steps=budget,
+                max_chunks=-(-full // policy.chunk_size),
+            )
+            summary["real_env_steps"] = float(sum(h.get("env_steps", 0.0) for h in hist))
+            summary["rl_iterations"] = len(hist)
+        else:
+            summary["real_env_steps"] = 0.0
+            summary["rl_iterations"] = 0
+        env.close()
+        policy.save_pretrained(out / "policy")
+        summary["eval"] = self.evaluate(policy, "real_rl")
+        return summary
+
+    def s_report(self) -> dict:
+        from imagination.report import write_report
+
+        return write_report(self)
+
+    # -- driver
+    def run_all(self) -> dict:
+        cfg = self.cfg
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        from wmrl.runs import seed_everything
+
+        seed_everything(cfg.seed)
+        self.stage("demos", self.s_demos)
+        self.stage("world_model", self.s_world_model)
+        self.stage("rewards", self.s_rewards)
+        self.stage("sft", self.s_sft)
+        self.stage("eval_sft", lambda: self.evaluate(self.policy_after(-1), "sft"))
+        rounds = self.cfg.coevolution_config().rounds
+        for r in range(rounds + 1):
+            self.stage(f"round_{r}", lambda r=r: self.s_round(r))
+        budget = float(sum(self.done(f"round_{r}")["real_env_steps"] for r in range(rounds + 1)))
+        if cfg.real_rl_baseline:
+            self.stage("real_rl", lambda: self.s_real_rl(budget))
+        summary = self.stage("report", self.s_report)
+        return summary
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _real_clips(traj: Any, length: int, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` real clips: frames uint8 (B, length, H, W, 3) and their actions (B, length-1, A)."""
+    starts = traj.window_starts(length, 0)
+    if len(starts) == 0:
+        raise WmrlError(f"no episode has {length} frames; collect longer demos")
+    rng = np.random.default_rng(seed)
+    s = rng.choice(starts, size=min(count, len(starts)), replace=False)
+    idx = s[:, None] + np.arange(length)[None]
+    return traj.images[idx], traj.actions[idx[:, :-1]]
+
+
+def _save_traj(path: Path, traj: Any) -> None:
+    from wmrl.io import atomic_write
+
+    arrays = {
+        k: getattr(traj, k)
+        for k in (
+            "images",
+            "states",
+            "actions",
+            "rewards",
+            "successes",
+            "dones",
+            "episode_index",
+            "frame_index",
+        )
+    }
+    arrays["instructions"] = np.array(traj.instructions)
+    arrays["task_ids"] = np.array(traj.task_ids)
+    arrays["fps"] = np.array(traj.fps)
+    atomic_write(path, lambda p: np.savez_compressed(open(p, "wb"), **arrays))
+
+
+def _load_traj(path: Path) -> Any:
+    from wmrl.data import Trajectories
+
+    z = np.load(path)
+    return Trajectories(
+        images=z["images"],
+        wrist_images=None,
+        states=z["states"],
+        actions=z["actions"],
+        rewards=z["rewards"],
+        successes=z["successes"],
+        dones=z["dones"],
+        episode_index=z["episode_index"],
+        frame_index=z["frame_index"],
+        instructions=[str(s) for s in z["instructions"]],
+        task_ids=[str(s) for s in z["task_ids"]],
+        fps=int(z["fps"]),
+    )
+
+
+def _concat_weighted(dataset: Any, new: Any, cc: Any) -> Any:
+    from imagination.coevolution import failure_weights
+    from wmrl.data import Trajectories
+
+    return Trajectories.concat([dataset, new.with_weights(failure_weights(new, cc.failure_weight))])
+
+
+def load_run_config(overrides: list[str], config_name: str = "run") -> RunConfig:
+    """Compose ``conf/<config_name>.yaml`` with ``key=value`` overrides into a :class:`RunConfig`."""
+    from wmrl.config import load_config, to_dataclass
+
+    return to_dataclass(load_config(config_name, overrides), RunConfig)
+
+
+def main(argv: list[str]) -> int:
+    """``wmrl run [--config-name run|run_quick] [key=value ...]``: the whole loop; prints the results table."""
+    p = argparse.ArgumentParser(prog="wmrl run", description=__doc__.split("\n")[0])
+    p.add_argument("--config-name", default="run", help="conf/<name>.yaml (run or run_quick)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. run_dir=runs/x coevolution.rounds=1")
+    a = p.parse_args(argv)
+    cfg = load_run_config(a.overrides, a.config_name)
+    pipe = Pipeline(cfg, progress=not a.no_progress)
+    pipe.run_all()
+    print((Path(cfg.run_dir) / "results.md").read_text())
+    return 0
+
+
+__all__ = ["Pipeline", "RunConfig", "load_run_config", "main", "atomic_write_text"]

@@ -1,0 +1,145 @@
+"""The report of a ``wmrl run``: results.json, results.md table, success-per-round plot and
+side-by-side real | imagined videos (the world model replaying real actions from a real context)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmrl.io import atomic_write, atomic_write_json, atomic_write_text
+
+
+def collect_results(pipe: Any) -> dict[str, Any]:
+    """Gather the figures of every finished stage into one dict (the benchmark's fields)."""
+    rounds = pipe.cfg.coevolution_config().rounds
+    sft = pipe.done("eval_sft")
+    rs = [pipe.done(f"round_{r}") for r in range(rounds + 1)]
+    real = pipe.done("real_rl")
+    out: dict[str, Any] = {
+        "sft_success": sft["success"],
+        "imagination_rl_success": rs[0]["eval"]["success"],
+        "coevolution_success_by_round": [r["eval"]["success"] for r in rs[1:]],
+        "real_env_steps_used": float(sum(r["real_env_steps"] for r in rs)),
+        "real_env_steps_by_round": [r["real_env_steps"] for r in rs],
+        "imagined_steps_by_round": [r["imagined_steps"] for r in rs],
+        "gated_frac_by_round": [r.get("gated_frac", 0.0) for r in rs],
+        "per_task": {
+            "sft": sft["per_task"],
+            **{f"round_{i}": r["eval"]["per_task"] for i, r in enumerate(rs)},
+        },
+        "ci95": {"sft": sft.get("ci95"), **{f"round_{i}": r["eval"].get("ci95") for i, r in enumerate(rs)}},
+    }
+    if real is not None:
+        out["real_rl_same_budget_success"] = real["eval"]["success"]
+        out["real_rl_env_steps"] = real["real_env_steps"]
+    stage_times = {p.stem: _stage_time(p) for p in sorted((pipe.root / "stages").glob("*.json"))}
+    out["stage_time_s"] = stage_times
+    out["wall_time_s"] = float(sum(v for v in stage_times.values() if v is not None))
+    return out
+
+
+def _stage_time(p: Path) -> float | None:
+    import json
+
+    return json.loads(p.read_text()).get("stage_time_s")
+
+
+def results_table(res: dict[str, Any]) -> str:
+    """Markdown table of real-simulator success per phase."""
+    rows = [
+        ("SFT (behaviour cloning)", res["sft_success"], 0.0),
+        ("RL in imagination (round 0)", res["imagination_rl_success"], res["real_env_steps_by_round"][0]),
+    ]
+    for i, s in enumerate(res["coevolution_success_by_round"], start=1):
+        rows.append((f"co-evolution round {i}", s, res["real_env_steps_by_round"][i]))
+    if "real_rl_same_budget_success" in res:
+        rows.append(
+            (
+                "RL in the real simulator (same real budget)",
+                res["real_rl_same_budget_success"],
+                res["real_rl_env_steps"],
+            )
+        )
+    lines = ["| phase | real-sim success | real env steps (RL data) |", "|---|---:|---:|"]
+    lines += [f"| {name} | {s:.3f} | {int(steps)} |" for name, s, steps in rows]
+    lines += [
+        "",
+        f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
+        f"Wall time of all stages: {res['wall_time_s']:.0f} s",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def success_plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ys = [res["sft_success"], res["imagination_rl_success"], *res["coevolution_success_by_round"]]
+    xs = ["SFT", "imag. RL"] + [f"round {i}" for i in range(1, len(ys) - 1)]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(len(ys)), ys, "o-", label="policy (imagination + co-evolution)")
+    if "real_rl_same_budget_success" in res:
+        ax.axhline(
+            res["real_rl_same_budget_success"],
+            color="tab:red",
+            ls="--",
+            label="real-sim RL, same real budget",
+        )
+    ax.set_xticks(range(len(ys)), xs)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("real-simulator success")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+
+    def _w(p: Path) -> None:
+        fig.savefig(p, format="png", dpi=120)
+
+    atomic_write(path, _w)
+    plt.close(fig)
+
+
+@torch.no_grad()
+def real_vs_imagined_videos(pipe: Any, count: int, horizon: int = 32) -> list[str]:
+    """Replay real episodes' actions in the (final) world model from their real first frames; write
+    ``videos/real_vs_imagined_<i>.mp4`` (left real, right imagined)."""
+    from wmrl.video import side_by_side, write_video
+
+    if count <= 0:
+        return []
+    rounds = pipe.cfg.coevolution_config().rounds
+    wm, _, _ = pipe.load_models(rounds)
+    traj = pipe.trajectories()
+    T = int(wm.config.context_frames)
+    rng = np.random.default_rng(pipe.cfg.seed)
+    bounds = np.asarray(traj.episode_bounds)
+    long = [b for b in bounds if b[1] - b[0] >= T + 8]
+    paths = []
+    for i, j in enumerate(rng.choice(len(long), size=min(count, len(long)), replace=False)):
+        s, e = long[j]
+        h = int(min(horizon, e - s - T))
+        ctx = slice(s, s + T)
+        out = wm.rollout(
+            traj.images[ctx][None], traj.states[ctx][None], traj.actions[s + T - 1 : s + T - 1 + h][None]
+        )
+        real = traj.images[s + T : s + T + h]
+        imag = out.frames[0].cpu().numpy()
+        p = write_video(pipe.run.videos / f"real_vs_imagined_{i}.mp4", side_by_side(real, imag))
+        paths.append(str(p))
+    return paths
+
+
+def write_report(pipe: Any) -> dict[str, Any]:
+    """Write results.json, results.md, plots/success_per_round.png and the videos; returns a summary."""
+    t = time.perf_counter()
+    res = collect_results(pipe)
+    res["videos"] = real_vs_imagined_videos(pipe, pipe.cfg.videos)
+    success_plot(res, pipe.run.plots / "success_per_round.png")
+    atomic_write_json(pipe.root / "results.json", res)
+    atomic_write_text(pipe.root / "results.md", "# wmrl run results\n\n" + results_table(res))
+    return {"results": str(pipe.root / "results.json"), "report_time_s": time.perf_counter() - t}

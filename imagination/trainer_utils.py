@@ -1,0 +1,90 @@
+"""Checkpoint / resume plumbing shared by the GRPO and PPO trainers (RunDir checkpoints).
+
+A trainer checkpoint folder holds ``modules.safetensors`` (the policy's and critic's weights,
+keys prefixed ``policy.`` / ``critic.``), ``trainer.pt`` (optimizer state, iteration, RNG
+states, history) and, when the policy has ``save_pretrained``, ``policy/`` (a loadable policy).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from wmrl.errors import CheckpointError, WmrlError
+from wmrl.io import atomic_save_safetensors, atomic_torch_save
+from wmrl.runs import RunDir
+
+
+def save_trainer_checkpoint(
+    run: RunDir,
+    iteration: int,
+    modules: dict[str, nn.Module],
+    optimizers: dict[str, torch.optim.Optimizer],
+    history: list[dict[str, Any]],
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a complete checkpoint of iteration ``iteration`` (atomic folder rename)."""
+
+    def write(d: Path) -> None:
+        tensors = {f"{name}.{k}": v for name, m in modules.items() for k, v in m.state_dict().items()}
+        atomic_save_safetensors(d / "modules.safetensors", tensors)
+        state = {
+            "iteration": iteration,
+            "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
+            "history": history,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+            },
+            "extra": extra or {},
+        }
+        atomic_torch_save(d / "trainer.pt", state)
+        pol = modules.get("policy")
+        if pol is not None and hasattr(pol, "save_pretrained"):
+            pol.save_pretrained(d / "policy")
+
+    return run.save_checkpoint(iteration, write)
+
+
+def load_trainer_checkpoint(
+    ckpt: Path, modules: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer]
+) -> dict[str, Any]:
+    """Restore modules/optimizers/RNG from ``ckpt``; returns the trainer state dict
+    (``iteration``, ``history``, ``extra``). A checkpoint of other modules is an error."""
+    from safetensors.torch import load_file
+
+    f = ckpt / "modules.safetensors"
+    if not f.exists() or not (ckpt / "trainer.pt").exists():
+        raise CheckpointError(
+            f"{ckpt} is not a trainer checkpoint (missing modules.safetensors or trainer.pt)"
+        )
+    tensors = load_file(str(f))
+    for name, m in modules.items():
+        sd = {k[len(name) + 1 :]: v for k, v in tensors.items() if k.startswith(name + ".")}
+        own = m.state_dict()
+        if set(sd) != set(own) or any(sd[k].shape != own[k].shape for k in own):
+            raise CheckpointError(
+                f"{ckpt} holds {name} weights of another architecture; cannot resume from it"
+            )
+        m.load_state_dict(sd)
+    state = torch.load(ckpt / "trainer.pt", weights_only=False)
+    for k, o in optimizers.items():
+        o.load_state_dict(state["optimizers"][k])
+    torch.set_rng_state(state["rng"]["torch"])
+    np.random.set_state(state["rng"]["numpy"])
+    random.setstate(state["rng"]["python"])
+    return state
+
+
+def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """Parameters with ``requires_grad`` (frozen encoders stay frozen); error when none."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        raise WmrlError(f"{type(module).__name__} has no trainable parameters; nothing for RL to update")
+    return params

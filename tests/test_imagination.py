@@ -1,0 +1,311 @@
+"""ImaginedVectorEnv, keyframes, gating and the `wmrl run` pipeline, with real (tiny, quickly
+trained) world / reward models on real episodes of the built-in MuJoCo suite."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from imagination.coevolution import failure_weights, record_rollouts
+from imagination.grpo import GRPOConfig, train_grpo
+from imagination.imagined_env import ImaginedEnvConfig, ImaginedVectorEnv
+from imagination.keyframes import KeyframeConfig, KeyframeSampler
+from wmrl.errors import ConfigError, DatasetError, NonFiniteError, WmrlError
+from wmrl.runs import RunDir
+
+SIZE = 32
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """Real PushCube episodes (expert, noise 0.5: successes and failures) at 32x32."""
+    import envs
+
+    torch.set_num_threads(1)
+    env = envs.make_vec("PushCube-v0", 8, image_size=SIZE, autoreset_mode="same_step", seed=0)
+    expert = envs.make_expert(env, noise=0.5, seed=0)
+    traj, stats = record_rollouts(env, lambda obs, instr: expert.act()[:, None], 12, 1, seed=0)
+    env.close()
+    assert stats["episodes"] == 12 and stats["env_steps"] >= traj.num_frames
+    return traj
+
+
+@pytest.fixture(scope="module")
+def wm(data):
+    """A small deterministic world model trained for a few steps on the real episodes."""
+    from worldmodels import make_world_model
+
+    torch.manual_seed(0)
+    m = make_world_model(
+        "deterministic",
+        image_size=SIZE,
+        context_frames=2,
+        chunk_size=2,
+        block_out_channels=[16, 32],
+        head_hidden=32,
+        autocast_bf16=False,
+    )
+    m.fit_stats(data.states, data.actions, data.rewards)
+    losses = m.finetune(data, 40, batch_size=8, lr=2e-3)
+    assert np.mean(losses[-8:]) < np.mean(losses[:8]), losses  # it learns
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def exec_reward(data):
+    from rewards import ExecutabilityReward, IDMConfig, train_idm
+
+    idm = train_idm(
+        data, IDMConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32), steps=20, batch_size=32
+    )
+    return ExecutabilityReward(idm)
+
+
+def make_env(wm, data, **kw):
+    return ImaginedVectorEnv(wm, data, **{"num_envs": 8, "horizon": 3, **kw})
+
+
+def test_contract_shapes_seeds_and_autoreset(wm, data):
+    env = make_env(wm, data)
+    assert env.chunk_size == 2 and env.action_space.shape == (8, 2, 7)
+    obs, info = env.reset(seed=[3] * 4 + [4] * 4)
+    assert obs["image"].shape == (8, SIZE, SIZE, 3) and obs["image"].dtype == np.uint8
+    assert obs["state"].shape == (8, 8) and obs["state"].dtype == np.float32
+    assert len(info["instruction"]) == 8 and env.task_ids == ["PushCube-v0"] * 8
+    # a group shares its start; the keyframe's real frame is the first observation
+    assert (env.keyframe_rows[:4] == env.keyframe_rows[0]).all() and env.keyframe_rows[
+        0
+    ] != env.keyframe_rows[4]
+    np.testing.assert_array_equal(obs["image"][0], data.images[env.keyframe_rows[0]])
+    rng = np.random.default_rng(0)
+    dones = []
+    for t in range(4):
+        prev = obs
+        obs, r, term, trunc, info = env.step(rng.uniform(-1, 1, (8, 2, 7)).astype(np.float32))
+        assert r.shape == term.shape == trunc.shape == (8,) and info["success"].shape == (8,)
+        assert info["chunk_valid"].shape == (8, 2) and info["chunk_frames"].shape == (8, 2, SIZE, SIZE, 3)
+        assert info["gate_ok"].dtype == bool and info["reward_confidence"].shape == (8,)
+        dones.append(term | trunc)
+        if t == 3:  # NEXT_STEP: the step after an end resets (action ignored, reward 0, not done)
+            ended = dones[2]
+            assert ended.all() or (r[ended] == 0).all()
+            assert not (term[ended] | trunc[ended]).any()
+        assert not np.array_equal(prev["image"], obs["image"]) or t == 3
+    assert dones[2][~dones[0] & ~dones[1]].all()  # truncation at the horizon (3 chunks)
+
+
+def test_reset_mask_and_same_step(wm, data):
+    env = make_env(wm, data, autoreset_mode="same_step")
+    obs, _ = env.reset(seed=0)
+    mask = np.array([True] + [False] * 7)
+    obs2, _ = env.reset(seed=[50] + [None] * 7, options={"reset_mask": mask})
+    np.testing.assert_array_equal(obs2["image"][1:], obs["image"][1:])
+    env2 = make_env(wm, data, autoreset_mode="same_step", horizon=1)
+    env2.reset(seed=1)
+    _, _, term, trunc, info = env2.step(np.zeros((8, 2, 7), np.float32))
+    assert (term | trunc).all() and info["_final_obs"].all() and "final_obs" in info
+    with pytest.raises(WmrlError, match="reset_mask"):
+        env.reset(options={"reset_mask": np.ones(3, bool)})
+    with pytest.raises(WmrlError, match="action chunk has shape"):
+        env.step(np.zeros((8, 4, 7), np.float32))
+
+
+def test_success_termination_and_rewards(wm, data):
+    env = make_env(wm, data, success_threshold=1e-6)  # the WM success head always crosses it
+    env.reset(seed=0)
+    _, r, term, trunc, info = env.step(np.zeros((8, 2, 7), np.float32))
+    assert term.all() and info["success"].all() and (r == 1.0).all() and not trunc.any()
+    assert info["chunk_valid"][:, 0].all() and not info["chunk_valid"][:, 1].any()
+    env = make_env(wm, data, reward="relative", horizon=5)
+    env.reset(seed=0)
+    p0 = env._prev_p.copy()
+    _, r, *_, info = env.step(np.zeros((8, 2, 7), np.float32))
+    np.testing.assert_allclose(r, info["success_prob"] - p0, atol=1e-5)  # telescoping p_t - p_{t-1}
+
+
+def test_gating_mask_terminate_off(wm, data, exec_reward):
+    acts = np.random.default_rng(0).uniform(-1, 1, (8, 2, 7)).astype(np.float32)
+    for gate, expect_ok, expect_trunc in (
+        ("mask", False, False),
+        ("terminate", False, True),
+        ("off", True, False),
+    ):
+        env = make_env(wm, data, exec_reward=exec_reward, gate=gate, exec_threshold=1.01)  # nothing passes
+        env.reset(seed=0)
+        _, _, term, trunc, info = env.step(acts)
+        assert ((info["exec_score"] >= 0) & (info["exec_score"] <= 1)).all()
+        assert (info["gate_ok"] == expect_ok)[~term].all()
+        assert (trunc == expect_trunc)[~term].all()
+    env = make_env(wm, data, exec_reward=exec_reward, exec_threshold=0.0, confidence_threshold=0.0)
+    env.reset(seed=0)
+    assert env.step(acts)[-1]["gate_ok"].all()
+
+
+def test_keyframe_strategies(data):
+    ep_of = data.episode_index
+    fails = set(np.flatnonzero(~np.asarray(data.episode_success)).tolist())
+    assert fails, "the noisy expert should fail sometimes"
+    rng = np.random.default_rng(0)
+    start = KeyframeSampler(data, 2, KeyframeConfig("start"))
+    assert all(data.frame_index[start.sample(rng)] == 0 for _ in range(50))
+    late = KeyframeSampler(data, 2, KeyframeConfig("late", late_fraction=0.6))
+    uni = KeyframeSampler(data, 2, KeyframeConfig("uniform"))
+    assert (
+        np.mean([data.frame_index[late.sample(rng)] for _ in range(200)])
+        > np.mean([data.frame_index[uni.sample(rng)] for _ in range(200)]) + 5
+    )
+    nf = KeyframeSampler(data, 2, KeyframeConfig("near_failure", failure_mix=1.0, failure_window=5))
+    rows = [nf.sample(rng) for _ in range(100)]
+    assert all(ep_of[r] in fails for r in rows) and not nf.fallback
+    ok_only = data.select_episodes(np.flatnonzero(np.asarray(data.episode_success)))
+    assert KeyframeSampler(ok_only, 2, KeyframeConfig("near_failure")).fallback
+    # no keyframe after an episode's first success; contexts stay inside the episode
+    succ_rows = [r for r in (uni.sample(rng) for _ in range(300)) if data.successes[r]]
+    for r in succ_rows:
+        s = np.flatnonzero(data.episode_index == ep_of[r])[0]
+        assert not data.successes[s:r].any()
+    frames, states = uni.context(int(np.flatnonzero(data.frame_index == 0)[3]))
+    assert frames.shape == (2, SIZE, SIZE, 3) and np.array_equal(frames[0], frames[1])
+    with pytest.raises(ConfigError, match="strategy='sideways'"):
+        KeyframeConfig("sideways")
+
+
+def test_bad_inputs(wm, data):
+    big = copy.copy(data)
+    big.images = np.repeat(np.repeat(data.images, 2, 1), 2, 2)
+    with pytest.raises(DatasetError, match="64x64 frames; the world model expects 32x32"):
+        make_env(wm, big)
+    with pytest.raises(DatasetError, match="no episodes of \\['LiftCube-v0'\\]"):
+        make_env(wm, data, task_ids=["LiftCube-v0"])
+    with pytest.raises(ConfigError, match="gate='sometimes'"):
+        ImaginedEnvConfig(gate="sometimes")
+    with pytest.raises(ConfigError, match="multiple of the world model's chunk size"):
+        make_env(wm, data, chunk_size=3)
+    from test_rl import TinyGaussianPolicy
+
+    with pytest.raises(WmrlError, match="action_dim=6"):
+        train_grpo(
+            make_env(wm, data),
+            TinyGaussianPolicy(state_dim=8, action_dim=6),
+            GRPOConfig(group_size=4),
+            progress=False,
+        )
+    broken = copy.deepcopy(wm)
+    with torch.no_grad():
+        for p in broken.parameters():
+            p.fill_(float("nan"))
+    env = make_env(broken, data)
+    with pytest.raises(NonFiniteError):
+        env.reset(seed=0)
+        env.step(np.zeros((8, 2, 7), np.float32))
+
+
+def test_grpo_in_imagination_checkpoints(wm, data, exec_reward, tmp_path):
+    from test_rl import TinyGaussianPolicy
+
+    env = make_env(wm, data, exec_reward=exec_reward, keyframe_strategy="late")
+    policy = TinyGaussianPolicy(state_dim=8, chunk_size=2, image_size=SIZE)
+    run = RunDir(tmp_path / "rl")
+    hist = train_grpo(
+        env,
+        policy,
+        GRPOConfig(iterations=2, group_size=4, max_chunks=3, checkpoint_every=1),
+        run=run,
+        progress=False,
+    )
+    assert len(hist) == 2 and env.imagined_steps > 0
+    assert 0.0 <= hist[-1]["valid_frac"] <= 1.0 and hist[-1]["env_steps"] > 0
+    assert RunDir.step_of(run.latest_checkpoint()) == 2
+
+
+def test_failure_weights(data):
+    w = failure_weights(data, 3.0)
+    assert w.shape == (data.num_episodes,) and set(np.unique(w)) <= {1.0, 3.0}
+    assert (w[~np.asarray(data.episode_success)] == 3.0).all()
+
+
+@pytest.mark.slow
+def test_pipeline_quick_runs_and_resumes(tmp_path):
+    """`wmrl run` quick preset end to end on one task, then a resume that skips every stage."""
+    from imagination.pipeline import main
+
+    rd = tmp_path / "run"
+    args = [
+        "--config-name",
+        "run_quick",
+        "--no-progress",
+        f"run_dir={rd}",
+        "suite=PushCube-v0",
+        "demos.episodes_per_task=4",
+        "demos.num_envs=4",
+        "world_model_train.steps=8",
+        "world_model_train.videos=0",
+        "rewards.idm_steps=8",
+        "rewards.success_steps=8",
+        "sft.steps=10",
+        "rl.iterations=1",
+        "eval.episodes_per_task=2",
+        "eval.num_envs=2",
+        "videos=1",
+    ]
+    assert main(args) == 0
+    res = json.loads((rd / "results.json").read_text())
+    for k in (
+        "sft_success",
+        "imagination_rl_success",
+        "coevolution_success_by_round",
+        "real_env_steps_used",
+        "real_rl_same_budget_success",
+        "wall_time_s",
+    ):
+        assert k in res
+    assert len(res["coevolution_success_by_round"]) == 1 and res["real_env_steps_used"] > 0
+    assert (rd / "plots" / "success_per_round.png").stat().st_size > 0
+    assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
+    assert "| SFT" in (rd / "results.md").read_text()
+    marker = (rd / "stages" / "round_0.json").read_text()
+    assert main(args) == 0  # resume: every stage is skipped, nothing is recomputed
+    assert (rd / "stages" / "round_0.json").read_text() == marker
+
+
+def test_ranking_statistics():
+    from benchmarks.wm_policy_ranking import rank_stats
+
+    real = np.array([0.2, 0.4, 0.1, 0.8, 0.0, 0.3])
+    same = rank_stats(real * 0.5 + 0.1, real)  # a world model that orders policies like the real sim
+    assert same["spearman"] == pytest.approx(1.0) and same["mmrv"] == 0.0
+    imag = np.array([0.1, 0.5, 0.5, 0.9, 0.0, 0.3])
+    st = rank_stats(imag, real)
+    assert st["spearman"] == pytest.approx(0.7537, abs=1e-3) and st["pearson"] == pytest.approx(
+        0.8484, abs=1e-3
+    )
+    assert st["mmrv"] > 0
+    assert rank_stats(np.zeros(6), real)["spearman"] is None  # undefined for a constant estimate
+
+
+def test_imagined_replays_keep_real_labels(wm, data):
+    from imagination.coevolution import imagined_replays
+
+    rep = imagined_replays(wm, data)
+    T = wm.config.context_frames
+    long_eps = [e for e, (s, t) in enumerate(data.episode_bounds) if t - s > T]
+    assert rep.num_episodes == len(long_eps)
+    s, t = rep.episode_bounds[0]
+    s0, _ = data.episode_bounds[long_eps[0]]
+    np.testing.assert_array_equal(rep.images[s : s + T], data.images[s0 : s0 + T])  # the real context
+    assert not np.array_equal(rep.images[s + T : t], data.images[s0 + T : s0 + (t - s)])  # then imagined
+    np.testing.assert_array_equal(
+        rep.successes[s:t], data.successes[s0 : s0 + (t - s)]
+    )  # real outcome labels
