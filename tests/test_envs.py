@@ -185,3 +185,10 @@ def test_bad_rendering_backend_is_a_one_line_cli_error(tmp_path):
         == "error: MUJOCO_GL='bogus' is not a rendering backend; expected one of egl, osmesa, glfw"
     )
     assert not out.exists()
+
+
+def test_gymnasium_make_vec_entry_point():
+    env = gym.make_vec("wmrl/PushCube-v0", num_envs=3, vectorization_mode="vector_entry_point")
+    obs, _ = env.reset(seed=0)
+    assert obs["image"].shape == (3, 64, 64, 3) and len(env.unwrapped.instructions) == 3
+    env.close()
