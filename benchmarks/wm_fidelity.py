@@ -345,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads (1 was ~10x faster than 2 on the shared, oversubscribed 2-core box)",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        help="extra train_world_model override for every family, e.g. world_model.object_weight=0 (repeatable)",
+    )
     ap.add_argument("--eval-windows", type=int, default=None)
     args = ap.parse_args(argv)
 
@@ -385,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     windows = None
     for fam in families:
         # the same world-model config as `wmrl train-world-model world_model=<family>`
-        wm = dict(load_config("train_world_model", [f"world_model={fam}"]).world_model)
+        wm = dict(load_config("train_world_model", [f"world_model={fam}", *args.override]).world_model)
         cfg = TrainWorldModelConfig(
             world_model=wm,
             data=DataConfig(root=data_root),
@@ -526,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             "numpy": np.__version__,
         },
         "seeds": {"seed": args.seed},
+        "overrides": list(args.override),
         "wall_s": time.perf_counter() - t_all,
     }
     atomic_write_json(args.out, out)

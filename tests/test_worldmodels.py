@@ -375,3 +375,119 @@ def test_fidelity_metrics_are_exact_on_truth_and_see_motion():
     w = {"actions": rng.normal(size=(4, 3, 7)), "episode": np.array([0, 0, 1, 2])}
     sh = shuffled_actions(w)
     assert not any(np.array_equal(sh[i], w["actions"][i]) for i in range(4))
+
+
+CUBES = [[0.85, 0.1, 0.1], [0.1, 0.75, 0.2], [0.15, 0.3, 0.9]]
+
+
+def test_object_masks_find_cube_colours_only():
+    from worldmodels.modeling_common import object_masks, to_unit
+
+    img = np.full((1, 16, 16, 3), 128, np.uint8)
+    img[0, 2:5, 2:5] = (216, 25, 25)  # red cube
+    img[0, 8:11, 2:5] = (170, 20, 20)  # the same red in shade (shading keeps the chroma direction)
+    img[0, 2:5, 8:11] = (242, 217, 51)  # yellow pad: not an object colour
+    img[0, 8:11, 8:11] = (140, 90, 51)  # brown bowl: close to red in hue, weaker chroma direction
+    img[0, 12:15, 12:15] = (40, 75, 230)  # blue cube
+    m = object_masks(to_unit(torch.from_numpy(img)), tuple(map(tuple, CUBES)))
+    assert m.shape == (1, 1, 16, 16) and m.dtype == torch.bool
+    want = np.zeros((16, 16), bool)
+    want[2:5, 2:5] = want[8:11, 2:5] = want[12:15, 12:15] = True
+    assert np.array_equal(m[0, 0].numpy(), want)
+    assert not object_masks(to_unit(torch.from_numpy(img)), ()).any()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_object_weight_raises_loss_weight_on_object_pixels(family):
+    from worldmodels.modeling_common import to_unit
+
+    traj = synthetic_trajectories()
+    m0 = tiny_model(family)
+    m1 = tiny_model(family, object_colors=CUBES, object_weight=10.0)
+    f = to_unit(torch.from_numpy(traj.images[None, :4]))
+    target, last = f[:, 2:], f[:, 1]
+    w0, w1 = m0._pixel_weights(target, last), m1._pixel_weights(target, last)
+    assert w1.shape == w0.shape == (1, 2, 1, 16, 16)
+    red = torch.from_numpy((traj.images[:4, ..., 0] > 200)[None, :, None])
+    obj = red[:, 2:] | red[:, 1:2]  # the square in a target frame or where it was in the last context
+    assert torch.allclose(w1 - w0, 10.0 * obj.float())
+    # the loss with object weight is larger for the same error on the square
+    m1.load_state_dict(m0.state_dict())
+    batch = WindowSampler(traj, m0.config, seed=0).sample(4)
+    torch.manual_seed(0)
+    l0 = float(m0.training_loss(batch)[1]["loss_pixel"])
+    torch.manual_seed(0)
+    l1 = float(m1.training_loss(batch)[1]["loss_pixel"])
+    assert l1 > l0
+
+
+def test_object_oversample_draws_windows_where_objects_move():
+    traj = synthetic_trajectories(episodes=4, length=10)
+    # episodes 1..3 hold still (every frame is the episode's first): only episode 0 has object motion
+    for e in range(1, 4):
+        traj.images[e * 10 : (e + 1) * 10] = traj.images[e * 10]
+    ep = np.asarray(traj.episode_index)
+
+    def moving_share(oversample: float) -> float:
+        m = tiny_model("deterministic", object_colors=CUBES, object_oversample=oversample)
+        s = WindowSampler(traj, m.config, seed=0)
+        starts = s.rng.choice(s.starts, size=2000, p=s.p)
+        return float((ep[starts] == 0).mean())
+
+    assert moving_share(1.0) == 1.0
+    assert 0.55 < moving_share(0.5) < 0.7  # half oversampled + a quarter of the uniform half
+    assert 0.15 < moving_share(0.0) < 0.35
+    # episode weights still gate: an episode with weight 0 is never drawn, even if its objects move
+    m = tiny_model("deterministic", object_colors=CUBES, object_oversample=1.0)
+    s = WindowSampler(traj, m.config, episode_weights=np.array([0.0, 1.0, 1.0, 1.0]), seed=0)
+    assert (ep[s.rng.choice(s.starts, size=500, p=s.p)] != 0).all()
+
+
+def test_object_config_checks_and_roundtrip(tmp_path):
+    with pytest.raises(ConfigError, match="object_colors"):
+        make_world_model("deterministic", object_colors=[[0.5, 0.5]])
+    with pytest.raises(ConfigError, match="not grey"):
+        make_world_model("deterministic", object_colors=[[0.5, 0.5, 0.5]])
+    with pytest.raises(ConfigError, match="object_oversample"):
+        make_world_model("deterministic", object_oversample=1.5)
+    with pytest.raises(ConfigError, match="object_weight"):
+        make_world_model("deterministic", object_weight=-1)
+    m = tiny_model("deterministic", object_colors=CUBES, object_weight=5.0, object_oversample=0.5)
+    m.save_pretrained(tmp_path / "m")
+    m2 = load_world_model(tmp_path / "m")
+    assert m2.config == m.config and m2.config.object_colors[0] == (0.85, 0.1, 0.1)
+
+
+def test_flow_option_starts_as_copy_last_and_warps():
+    from worldmodels.deterministic.modeling_deterministic import warp
+
+    f = torch.zeros(1, 1, 1, 8, 8)
+    f[0, 0, 0, 3, 4] = 1.0
+    assert torch.allclose(warp(f, torch.zeros(1, 1, 2, 8, 8)), f, atol=1e-5)
+    flow = torch.zeros(1, 1, 2, 8, 8)
+    flow[:, :, 0] = 1.0  # every pixel takes the value one pixel to its right
+    assert torch.allclose(warp(f, flow)[0, 0, 0, 3, 3], torch.tensor(1.0), atol=1e-5)
+    m = tiny_model("deterministic", predict_flow=True)
+    frames, states, actions = inputs(b=2, h=2)
+    out = m.rollout(frames, states, actions)
+    assert torch.equal(out.frames, frames[:, -1:].expand(-1, 2, -1, -1, -1))  # untrained: copy-last
+    batch = WindowSampler(synthetic_trajectories(), m.config, seed=0).sample(4)
+    loss, _ = train_step(m, torch.optim.AdamW(m.parameters(), lr=1e-3), batch)
+    assert np.isfinite(loss)
+    with pytest.raises(ConfigError, match="predict_flow"):
+        make_world_model("deterministic", predict_flow=True, predict_residual=False)
+
+
+def test_residual_deadzone_drops_small_changes_only():
+    m = tiny_model("deterministic", residual_deadzone=0.1)
+    with torch.no_grad():  # a constant residual of 0.05 everywhere, 0.5 on one pixel
+        m.net.unet.conv_out.bias.fill_(0.05)
+        m.net.unet.conv_out.weight.zero_()
+    frames, states, actions = inputs(b=1, h=2)
+    ctx = m.init_context(frames, states)
+    out = m.step(ctx, actions).frames
+    assert torch.equal(out, frames[:, -1:].expand(-1, 2, -1, -1, -1))  # 0.05 < 0.1: all dropped
+    m.config.residual_deadzone = 0.0
+    assert not torch.equal(m.step(ctx, actions).frames, out)
+    with pytest.raises(ConfigError, match="residual_deadzone"):
+        make_world_model("deterministic", residual_deadzone=-0.1)

@@ -32,6 +32,19 @@ class WorldModelConfig:
             no-grad forward pass per step when > 0.
         moving_weight: extra loss weight on pixels that change between the last context frame and
             the target (focuses the budget on the moving objects rather than the static background).
+        object_colors: RGB colours (in [0, 1]) of the manipulated objects (the built-in cubes);
+            pixels whose chroma (colour minus its grey level) points the way of one of these
+            colours' chroma (cosine >= ``object_color_cos``) and is at least half as strong are
+            "object pixels". Empty: no object masks (``object_weight`` and ``object_oversample``
+            then do nothing).
+        object_color_cos: cosine threshold of the object colour masks.
+        object_weight: extra loss weight on object pixels of the target frames and of the last
+            context frame (where an object may move away from): objects are a few pixels of a
+            64x64 frame and their motion is what a simulator must get right.
+        object_oversample: share of training windows drawn from windows in which object pixels
+            change (object masks of the target frames differ from the last context frame's),
+            proportionally to how many change; the rest are drawn as usual. Object contacts are
+            rare and small in scripted data, so uniform sampling rarely shows them.
         state_loss_weight / reward_loss_weight / success_loss_weight: head loss weights.
         autocast_bf16: run forward passes under ``torch.autocast(dtype=bfloat16)``.
         seed: seed for the weight initialisation.
@@ -52,6 +65,10 @@ class WorldModelConfig:
     inference_context_noise: float = 0.0
     self_forcing_prob: float = 0.0
     moving_weight: float = 3.0
+    object_colors: tuple[tuple[float, float, float], ...] = ()
+    object_color_cos: float = 0.97
+    object_weight: float = 0.0
+    object_oversample: float = 0.0
     state_loss_weight: float = 1.0
     reward_loss_weight: float = 1.0
     success_loss_weight: float = 0.1
@@ -92,12 +109,26 @@ class WorldModelConfig:
                 f"(patch_size * 2**(len(block_out_channels)-1) for patch_size={self.patch_size}, "
                 f"block_out_channels={self.block_out_channels})"
             )
+        try:
+            self.object_colors = tuple(tuple(float(v) for v in col) for col in self.object_colors)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"object_colors={self.object_colors!r} must be a list of [r, g, b] in [0, 1]"
+            ) from None
+        for col in self.object_colors:
+            if len(col) != 3 or min(col) < 0 or max(col) > 1 or max(col) - min(col) < 0.1:
+                raise ConfigError(f"object_colors entry {list(col)} must be [r, g, b] in [0, 1] and not grey")
+        if not 0.0 < self.object_color_cos <= 1.0:
+            raise ConfigError(f"object_color_cos={self.object_color_cos!r} must be in (0, 1]")
+        if not 0.0 <= self.object_oversample <= 1.0:
+            raise ConfigError(f"object_oversample={self.object_oversample!r} must be in [0, 1]")
         if not 0.0 <= self.self_forcing_prob <= 1.0:
             raise ConfigError(f"self_forcing_prob={self.self_forcing_prob!r} must be in [0, 1]")
         for name in (
             "context_noise_max",
             "inference_context_noise",
             "moving_weight",
+            "object_weight",
             "state_loss_weight",
             "reward_loss_weight",
             "success_loss_weight",

@@ -231,6 +231,41 @@ def quantize(x: Tensor) -> Tensor:
     return x.float().add(1.0).mul(127.5).round().clamp(0, 255).div(127.5).sub(1.0)
 
 
+def object_masks(
+    frames: Tensor, colors: tuple[tuple[float, float, float], ...], min_cos: float = 0.97
+) -> Tensor:
+    """Pixels of the given object colours (robust to shading: compares chroma directions).
+
+    frames: float (..., 3, H, W) in [-1, 1]; colors: RGB in [0, 1]. A pixel belongs to colour c
+    when its chroma (RGB minus the pixel's mean) has cosine >= ``min_cos`` with c's chroma and at
+    least half its norm. Returns bool (..., 1, H, W) (union over colours; all False without colours).
+    """
+    x = (frames.float() + 1.0) * 0.5
+    chroma = x - x.mean(dim=-3, keepdim=True)
+    norm = chroma.norm(dim=-3, keepdim=True)
+    out = torch.zeros_like(norm, dtype=torch.bool)
+    for col in colors:
+        cc = torch.tensor(col, dtype=x.dtype, device=x.device)
+        cc = (cc - cc.mean()).view(3, 1, 1)
+        cn = float(cc.norm())
+        cos = (chroma * cc).sum(dim=-3, keepdim=True) / (norm * cn + 1e-6)
+        out |= (cos >= min_cos) & (norm >= 0.5 * cn)
+    return out
+
+
+def object_motion_scores(images: np.ndarray, cfg: WorldModelConfig, chunk: int = 4096) -> np.ndarray:
+    """Per frame i, the number of object pixels (``cfg.object_colors``) that differ between frame
+    i and frame i-1 (0 for i = 0). images: uint8 (N, H, W, 3). Episode bounds are the caller's."""
+    n = len(images)
+    masks = np.zeros((n, images.shape[1], images.shape[2]), bool)
+    for i in range(0, n, chunk):
+        f = to_unit(torch.from_numpy(np.ascontiguousarray(images[i : i + chunk])))
+        masks[i : i + chunk] = object_masks(f, cfg.object_colors, cfg.object_color_cos)[:, 0].numpy()
+    out = np.zeros(n, np.float64)
+    out[1:] = (masks[1:] ^ masks[:-1]).sum(axis=(1, 2))
+    return out
+
+
 def _as_tensor(x: Any, name: str, device: torch.device) -> Tensor:
     if isinstance(x, np.ndarray):
         x = torch.from_numpy(x)
@@ -573,9 +608,17 @@ class WorldModel(nn.Module):
 
     def _pixel_weights(self, target: Tensor, last: Tensor) -> Tensor:
         """Per-pixel loss weights (B, K, 1, H, W): 1 + moving_weight where the target differs from the
-        last context frame."""
+        last context frame, + object_weight on object pixels of the target or the last context frame."""
+        c = self.config
         moving = ((target - last[:, None]).abs().amax(dim=2, keepdim=True) > 0.08).float()
-        return 1.0 + self.config.moving_weight * moving
+        w = 1.0 + c.moving_weight * moving
+        if c.object_weight > 0 and c.object_colors:
+            obj = (
+                object_masks(target, c.object_colors, c.object_color_cos)
+                | object_masks(last, c.object_colors, c.object_color_cos)[:, None]
+            )
+            w = w + c.object_weight * obj.float()
+        return w
 
     # ------------------------------------------------------------------ save / load
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
@@ -707,6 +750,15 @@ class WindowSampler:
         self.instr = (
             None if instruction_embeddings is None else torch.as_tensor(instruction_embeddings).float()
         )
+        p_obj = None
+        if cfg.object_oversample > 0 and cfg.object_colors:
+            # object pixels changing inside each window's target frames (from the last context frame)
+            motion = object_motion_scores(traj.images, cfg)
+            csum = np.concatenate([[0.0], np.cumsum(motion)])
+            score = csum[self.starts + t + k] - csum[self.starts + t]
+            if score.sum() > 0:
+                p_obj = score / score.sum()
+        self.object_windows = 0 if p_obj is None else int((p_obj > 0).sum())
         if episode_weights is not None:
             ew = np.asarray(episode_weights, np.float64)
             n_ep = len(traj.episode_bounds)
@@ -720,6 +772,14 @@ class WindowSampler:
             self.p = p / p.sum()
         else:
             self.p = None
+        if p_obj is not None:
+            base = self.p if self.p is not None else np.full(len(self.starts), 1.0 / len(self.starts))
+            if self.p is not None:  # episode weights also gate the object windows
+                p_obj = p_obj * (base > 0)
+            if p_obj.sum() > 0:
+                a = cfg.object_oversample
+                p = (1 - a) * base + a * p_obj / p_obj.sum()
+                self.p = p / p.sum()
         self.rng = np.random.default_rng(seed)
 
     def sample(self, batch_size: int) -> dict[str, Tensor]:

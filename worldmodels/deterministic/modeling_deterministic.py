@@ -3,10 +3,28 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from worldmodels.deterministic.configuration_deterministic import DeterministicWMConfig
 from worldmodels.modeling_common import ConditionedUNet, OutcomeHead, WMContext, WorldModel, to_unit
+
+
+def warp(frames: Tensor, flow_px: Tensor) -> Tensor:
+    """Backward warp: output pixel p takes ``frames`` at p + flow (bilinear, border padding).
+
+    frames (B, K, C, H, W), flow_px (B, K, 2, H, W) in pixels (x, y) -> (B, K, C, H, W)."""
+    b, k, ch, h, w = frames.shape
+    ys = torch.linspace(-1.0, 1.0, h, device=frames.device)
+    xs = torch.linspace(-1.0, 1.0, w, device=frames.device)
+    gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+    base = torch.stack([gx, gy], dim=-1)  # (H, W, 2) as grid_sample wants (x, y)
+    scale = torch.tensor([2.0 / max(w - 1, 1), 2.0 / max(h - 1, 1)], device=frames.device)
+    grid = base + flow_px.flatten(0, 1).permute(0, 2, 3, 1) * scale
+    out = F.grid_sample(
+        frames.flatten(0, 1), grid, mode="bilinear", padding_mode="border", align_corners=True
+    )
+    return out.view(b, k, ch, h, w)
 
 
 class DeterministicWorldModel(WorldModel):
@@ -25,7 +43,8 @@ class DeterministicWorldModel(WorldModel):
         super().__init__(config)
         c = config
         torch.manual_seed(c.seed)
-        self.net = ConditionedUNet(c, 3 * c.context_frames, 3 * c.chunk_size, self.cond_size(0))
+        out_ch = (5 if c.predict_flow else 3) * c.chunk_size
+        self.net = ConditionedUNet(c, 3 * c.context_frames, out_ch, self.cond_size(0))
         self.head = OutcomeHead(c, self.net.mid_channels, self.net.temb_dim)
         if c.predict_residual:
             out = self.net.unet.conv_out
@@ -43,14 +62,26 @@ class DeterministicWorldModel(WorldModel):
         with self.autocast():
             out, mid, emb = self.net(ctx_frames.flatten(1, 2), cond)
             states, rew, succ = self.head(mid, emb)
-        out = out.float().view(b, c.chunk_size, 3, c.image_size, c.image_size)
-        if c.predict_residual:
-            out = out + ctx_frames[:, -1:].float()
+        last = ctx_frames[:, -1:].float()
+        if c.predict_flow:
+            out = out.float().view(b, c.chunk_size, 5, c.image_size, c.image_size)
+            out = out[:, :, :3] + warp(
+                last.expand(-1, c.chunk_size, -1, -1, -1), out[:, :, 3:] * c.flow_scale
+            )
+        else:
+            out = out.float().view(b, c.chunk_size, 3, c.image_size, c.image_size)
+            if c.predict_residual:
+                out = out + last
         return out, states, rew, succ
 
     def _predict(self, ctx: WMContext, actions_n: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         lvl = torch.full((ctx.batch_size,), self.config.inference_context_noise, device=self.device)
         frames, states, rew, succ = self._forward(ctx.frames, lvl, ctx.states, actions_n, ctx.instruction)
+        dz = self.config.residual_deadzone
+        if dz > 0:
+            last = ctx.frames[:, -1:].float()
+            keep = (frames - last).abs().amax(dim=2, keepdim=True) >= dz
+            frames = torch.where(keep, frames, last)
         return frames.clamp(-1, 1), states, rew, succ
 
     def training_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
