@@ -140,17 +140,15 @@ class TabletopVectorEnv(VectorEnv):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         mask = reset_mask_from_options(options, self.num_envs)
         if seed is not None:
-            seeds = [seed] * 0 if isinstance(seed, (list, tuple)) else None
+            # A list gives each sub-env its own seed; an int seeds them all through SeedSequence.
             if isinstance(seed, (list, tuple)):
                 if len(seed) != self.num_envs:
                     raise WmrlError(f"got {len(seed)} seeds for {self.num_envs} envs")
                 seeds = list(seed)
-                for i in np.flatnonzero(mask):
-                    self._rngs[i] = np.random.default_rng(seeds[i])
             else:
-                children = np.random.SeedSequence(int(seed)).spawn(self.num_envs)
-                for i in np.flatnonzero(mask):
-                    self._rngs[i] = np.random.default_rng(children[i])
+                seeds = np.random.SeedSequence(int(seed)).spawn(self.num_envs)
+            for i in np.flatnonzero(mask):
+                self._rngs[i] = np.random.default_rng(seeds[i])
         self._reset_envs(np.flatnonzero(mask))
         obs = self._observe()
         return obs, self._info(np.zeros(self.num_envs, bool))
