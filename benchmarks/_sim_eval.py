@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.errors import WmrlError
+from wmrl.video import write_video
 
 
 class ZeroActor:
@@ -217,25 +218,6 @@ def run_episodes(
     return res
 
 
-def write_mp4(path: Path, frames: np.ndarray, fps: int) -> Path:
-    """Write uint8 frames (T, H, W, 3) as H.264 mp4, atomically (temp name keeps the .mp4 suffix
-    so ffmpeg can pick the container)."""
-    import os
-
-    import imageio.v3 as iio
-
-    frames = np.asarray(frames, np.uint8)
-    h, w = frames.shape[1] - frames.shape[1] % 2, frames.shape[2] - frames.shape[2] % 2
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.mp4")
-    try:
-        iio.imwrite(tmp, np.ascontiguousarray(frames[:, :h, :w]), fps=fps, codec="libx264", macro_block_size=1)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
 def evaluate_tasks(
     backend: str,
     tasks: list[str],
@@ -286,7 +268,7 @@ def evaluate_tasks(
         if video_dir is not None and res.videos:
             for k, frames in enumerate(res.videos):
                 path = video_dir / f"{task.replace('/', '_')}_ep{k}.mp4"
-                write_mp4(path, frames, fps=10 if backend == "libero" else 20)
+                write_video(path, frames, fps=10 if backend == "libero" else 20, scale=1)
                 videos.append(str(path))
         per_task[task] = {
             **success_summary(res.successes),

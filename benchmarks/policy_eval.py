@@ -231,25 +231,10 @@ def evaluate_policy(
 
 
 def save_video(path: Path, frames: np.ndarray, fps: int = 10, scale: int = 3) -> Path:
-    """``wmrl.video.write_video``; if its ffmpeg call fails on the temp file's suffix (ffmpeg picks the
-    container from the name), write atomically with an explicit mp4 container instead."""
+    """Write a rollout video (``wmrl.video.write_video``, atomic mp4)."""
     from wmrl.video import write_video
 
-    try:
-        return write_video(path, frames, fps=fps, scale=scale)
-    except OSError:
-        import imageio.v3 as iio
-
-        from wmrl.io import atomic_write
-        from wmrl.video import upscale
-
-        f = upscale(np.asarray(frames, np.uint8), scale)
-        f = np.ascontiguousarray(f[:, : f.shape[1] - f.shape[1] % 2, : f.shape[2] - f.shape[2] % 2])
-        return atomic_write(
-            path,
-            lambda p: iio.imwrite(p, f, extension=".mp4", fps=fps, codec="libx264", macro_block_size=1,
-                                  output_params=["-f", "mp4"]),
-        )
+    return write_video(path, frames, fps=fps, scale=scale)
 
 
 def environment_info() -> dict[str, Any]:
