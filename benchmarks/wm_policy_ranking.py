@@ -16,7 +16,9 @@ privileged state, which a world model does not have, so they cannot act inside i
 
 Fields: ``pearson``, ``spearman``, ``mmrv`` (mean maximum rank violation, lower is better),
 ``policies`` (per-policy imagined vs real success), and ``refuted`` (imagined successes the real
-simulator refutes, counted over all imagined successes and over those that passed gating).
+simulator refutes, counted over all imagined successes and over those that passed gating),
+``episode_agreement`` (per policy and mean: the fraction of paired episodes whose imagined outcome
+equals the real one).
 """
 
 from __future__ import annotations
@@ -193,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             "imagined_success_gated": float(gated_imag.mean()),
             "episodes": int(len(r["real"])),
             "gate_pass_frac": float(r["gate_ok"].mean()),
+            # per-episode trust: how often the imagined outcome equals the real one from the same start
+            "episode_agreement": float((r["imagined"] == r["real"]).mean()),
+            "imagined_false_successes": int((r["imagined"] & ~r["real"]).sum()),
+            "imagined_missed_successes": int((~r["imagined"] & r["real"]).sum()),
         }
         refuted["all"] += int((r["imagined"] & ~r["real"]).sum())
         refuted["all_imagined_successes"] += int(r["imagined"].sum())
@@ -208,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         "gated": rank_stats(imag_g, real),
         "policies": rows,
         "refuted": refuted,
+        "episode_agreement": float(np.mean([v["episode_agreement"] for v in rows.values()])),
         "num_policies": len(rows),
         "episodes_per_task": eps,
         "tasks": tasks,

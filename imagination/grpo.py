@@ -22,7 +22,12 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from imagination.rollout_buffer import RolloutBatch, check_policy_env, collect_first_episodes
+from imagination.rollout_buffer import (
+    RolloutBatch,
+    check_policy_env,
+    collect_first_episodes,
+    match_policy_to_env_dims,
+)
 from imagination.trainer_utils import load_trainer_checkpoint, save_trainer_checkpoint, trainable_parameters
 from kernels.advantages import compute_group_advantages
 from wmrl.errors import ConfigError
@@ -192,6 +197,7 @@ def train_grpo(
     num_groups = n // cfg.group_size
     if cfg.kl_coef > 0 and ref_policy is None:
         ref_policy = copy.deepcopy(policy).requires_grad_(False)
+    match_policy_to_env_dims(env, policy, ref_policy)
     seed_everything(cfg.seed)
     opt = torch.optim.Adam(trainable_parameters(policy), lr=cfg.lr)
     history: list[dict[str, float]] = []

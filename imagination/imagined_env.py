@@ -155,7 +155,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.metadata = {
             "autoreset_mode": mode,
             "imagined": True,
-            "action_dims_used": list(range(int(wc.action_dim))),
+            "action_dims_used": _dims_the_world_model_reads(world_model),
         }
         self._rngs = [np.random.default_rng([seed, i]) for i in range(n)]
         self.instructions: list[str] = [""] * n
@@ -429,6 +429,17 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
 
     def close(self, **kwargs: Any) -> None:
         self._ctx = None
+
+
+def _dims_the_world_model_reads(world_model: Any) -> list[int]:
+    """Action dims that varied in the world model's training data (the others it ignores, like
+    the real env they came from; see ``worldmodels`` ``norm_actions``)."""
+    std = getattr(world_model, "action_std", None)
+    a_dim = int(world_model.config.action_dim)
+    if std is None:
+        return list(range(a_dim))
+    dims = torch.nonzero(torch.as_tensor(std).cpu() > 1.5e-2).flatten().tolist()
+    return [int(d) for d in dims] or list(range(a_dim))
 
 
 __all__ = ["ImaginedEnvConfig", "ImaginedVectorEnv"]

@@ -22,6 +22,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +39,18 @@ from wmrl.io import atomic_write_json, atomic_write_text
 @dataclass
 class DemoConfig:
     """Args: episodes_per_task: expert episodes per task; noise: expert noise levels (episodes split
-    evenly); num_envs: sub-envs while collecting."""
+    evenly); num_envs: sub-envs while collecting; source: ``expert`` (the built-in suite's scripted
+    experts) or ``maniskill_motionplanning`` (ManiSkill's motion planner via
+    :func:`envs.maniskill.demos.generate`, successful episodes only; noise/num_envs unused)."""
 
     episodes_per_task: int = 30
     noise: tuple[float, ...] = (0.0, 0.2, 0.4)
     num_envs: int = 12
+    source: str = "expert"
 
     def __post_init__(self) -> None:
+        if self.source not in ("expert", "maniskill_motionplanning"):
+            raise ConfigError(f"demos.source={self.source!r}; expected 'expert' or 'maniskill_motionplanning'")
         if self.episodes_per_task < 2 or self.num_envs < 1 or not self.noise or min(self.noise) < 0:
             raise ConfigError(
                 f"demos: episodes_per_task={self.episodes_per_task} must be >= 2, "
@@ -55,12 +61,17 @@ class DemoConfig:
 @dataclass
 class RewardsConfig:
     """Args: idm_steps / success_steps: training steps; batch_size; calibrate_clips: real clips that
-    calibrate the executability scale; idm / success: extra fields of IDMConfig / SuccessModelConfig."""
+    calibrate the executability scale; idm / success: extra fields of IDMConfig / SuccessModelConfig;
+    imagined_replays: also train the success model on the world model's open-loop replays of the
+    demo episodes, labelled by their real outcomes, so it learns what a real success looks like
+    *through the world model* (imagined frames are blurrier and can drift; a classifier trained on
+    real frames alone over-trusts them)."""
 
     idm_steps: int = 600
     success_steps: int = 600
     batch_size: int = 64
     calibrate_clips: int = 64
+    imagined_replays: bool = True
     idm: dict = field(default_factory=dict)
     success: dict = field(default_factory=dict)
 
@@ -197,9 +208,12 @@ class Pipeline:
             self._say(f"[skip] {name} (done: {self.root / 'stages' / (name + '.json')})")
             return prev
         self._say(f"[stage] {name}")
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu_seconds()
         out = fn()
         out["stage_time_s"] = time.perf_counter() - t
+        # CPU seconds of this process and its children (simulator workers): on a shared machine the
+        # wall time above depends on the load, this does not
+        out["stage_cpu_s"] = _cpu_seconds() - c
         return self.mark(name, out)
 
     def _say(self, msg: str) -> None:
@@ -234,6 +248,8 @@ class Pipeline:
         c = self.cfg.demos
         if self.data_root.exists() and not (self.data_root / "meta" / "info.json").exists():
             shutil.rmtree(self.data_root)  # a collection cut short: start it again
+        if c.source == "maniskill_motionplanning":
+            return _motionplanning_demos(self)
         n_tasks = len(self.tasks())
         return collect(
             str(self.data_root),
@@ -283,8 +299,18 @@ class Pipeline:
         clips, acts = _real_clips(traj, 5, rc.calibrate_clips, self.cfg.seed)
         cal = exe.calibrate(clips, acts)
         exe.save_pretrained(self.root / "rewards" / "executability")
+        data = traj
+        replay_eps = 0
+        if rc.imagined_replays:
+            from imagination.coevolution import imagined_replays
+            from wmrl.data import Trajectories
+            from worldmodels import load_world_model
+
+            replays = imagined_replays(load_world_model(self.root / "world_model" / "model").eval(), traj)
+            if replays is not None:
+                data, replay_eps = Trajectories.concat([traj, replays]), replays.num_episodes
         succ = train_success_model(
-            traj,
+            data,
             to_dataclass({"image_size": size, **rc.success}, SuccessModelConfig, where="rewards.success."),
             steps=rc.success_steps,
             batch_size=rc.batch_size,
@@ -292,7 +318,11 @@ class Pipeline:
             progress=self.progress,
         )
         succ.save_pretrained(self.root / "rewards" / "success")
-        return {"exec_scale": cal["scale"], "exec_step_scale": cal["step_scale"]}
+        return {
+            "exec_scale": cal["scale"],
+            "exec_step_scale": cal["step_scale"],
+            "success_imagined_replay_episodes": replay_eps,
+        }
 
     def s_sft(self) -> dict:
         from policies.train import TrainPolicyConfig, train_policy
@@ -545,6 +575,41 @@ class Pipeline:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _motionplanning_demos(pipe: Any) -> dict:
+    """Demos stage of ``demos.source=maniskill_motionplanning``: one ManiSkill task, successful
+    motion-planning episodes replayed in ``pd_ee_delta_pose`` (:func:`envs.maniskill.demos.generate`)."""
+    import envs
+    from envs.maniskill.demos import generate
+
+    tasks = pipe.tasks()
+    backend = envs.task_spec(tasks[0]).backend
+    if backend != "maniskill" or len(tasks) != 1:
+        raise ConfigError(
+            f"demos.source=maniskill_motionplanning needs suite= one ManiSkill task id; got {pipe.cfg.suite!r}"
+            f" (backend {backend!r}, {len(tasks)} tasks)"
+        )
+    t = time.perf_counter()
+    root = generate(
+        tasks[0],
+        pipe.cfg.demos.episodes_per_task,
+        pipe.cfg.image_size,
+        pipe.data_root,
+        overwrite=pipe.data_root.exists(),
+    )
+    return {
+        "out": str(root),
+        "episodes": pipe.cfg.demos.episodes_per_task,
+        "source": "maniskill_motionplanning",
+        "seconds": time.perf_counter() - t,
+    }
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def _real_clips(traj: Any, length: int, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``count`` real clips: frames uint8 (B, length, H, W, 3) and their actions (B, length-1, A)."""
     starts = traj.window_starts(length, 0)

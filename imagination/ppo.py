@@ -16,7 +16,13 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from imagination.rollout_buffer import StepCollector, check_policy_env, env_instructions, obs_to_torch
+from imagination.rollout_buffer import (
+    StepCollector,
+    check_policy_env,
+    env_instructions,
+    match_policy_to_env_dims,
+    obs_to_torch,
+)
 from imagination.trainer_utils import load_trainer_checkpoint, save_trainer_checkpoint, trainable_parameters
 from kernels.advantages import compute_gae
 from wmrl.errors import ConfigError
@@ -120,6 +126,7 @@ def train_ppo(
         max_env_steps: stop once the single env steps executed reach this budget (None: no cap).
     """
     check_policy_env(policy, env)
+    match_policy_to_env_dims(env, policy)
     seed_everything(cfg.seed)
     collector = StepCollector(env, seed=cfg.seed)
     if critic is None:

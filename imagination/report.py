@@ -39,13 +39,17 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     stage_times = {p.stem: _stage_time(p) for p in sorted((pipe.root / "stages").glob("*.json"))}
     out["stage_time_s"] = stage_times
     out["wall_time_s"] = float(sum(v for v in stage_times.values() if v is not None))
+    cpu = {p.stem: _stage_time(p, "stage_cpu_s") for p in sorted((pipe.root / "stages").glob("*.json"))}
+    if all(v is not None for v in cpu.values()):
+        out["stage_cpu_s"] = cpu
+        out["cpu_time_s"] = float(sum(cpu.values()))
     return out
 
 
-def _stage_time(p: Path) -> float | None:
+def _stage_time(p: Path, key: str = "stage_time_s") -> float | None:
     import json
 
-    return json.loads(p.read_text()).get("stage_time_s")
+    return json.loads(p.read_text()).get(key)
 
 
 def results_table(res: dict[str, Any]) -> str:
@@ -69,7 +73,8 @@ def results_table(res: dict[str, Any]) -> str:
     lines += [
         "",
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
-        f"Wall time of all stages: {res['wall_time_s']:.0f} s",
+        f"Wall time of all stages: {res['wall_time_s']:.0f} s"
+        + (f" (CPU time {res['cpu_time_s']:.0f} s)" if "cpu_time_s" in res else ""),
     ]
     return "\n".join(lines) + "\n"
 

@@ -69,6 +69,29 @@ def check_policy_env(policy: Any, env: Any) -> None:
         raise WmrlError(f"policy chunk_size={policy.chunk_size} differs from the env's chunk size {k_env}")
 
 
+def env_action_dims_used(env: Any) -> list[int] | None:
+    """``metadata["action_dims_used"]`` of ``env`` or of the first wrapped env that reports it."""
+    e = env
+    while e is not None:
+        dims = (getattr(e, "metadata", None) or {}).get("action_dims_used")
+        if dims is not None:
+            return [int(d) for d in dims]
+        e = getattr(e, "env", None)
+    return None
+
+
+def match_policy_to_env_dims(env: Any, *policies: Any) -> list[int] | None:
+    """Make the action dims the env ignores deterministic and unscored in each policy's head
+    (``ActionHead.set_active_dims``), so RL samples no noise on them and their log-probs do not
+    enter the ratios. Returns the active dims (None: the env uses every dim)."""
+    dims = env_action_dims_used(env)
+    for pol in policies:
+        head = getattr(pol, "head", None)
+        if pol is not None and hasattr(head, "set_active_dims"):
+            head.set_active_dims(dims if dims is not None and len(dims) < int(pol.action_dim) else None)
+    return dims
+
+
 def obs_to_torch(obs: dict[str, Any]) -> dict[str, Tensor]:
     """Env observation dict (numpy or tensors) -> dict of CPU tensors (images stay uint8)."""
     return {

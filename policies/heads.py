@@ -6,6 +6,11 @@ Every head maps a feature vector ``(B, F)`` to a distribution over chunks ``(B, 
 * ``evaluate(feat, actions) -> (log_prob (B,), entropy (B,))``: the same log-probability the
   sample call returned for a chunk it produced (tested), differentiable.
 * ``bc_loss(feat, actions, mask (B,K)) -> (loss, logs)`` for supervised fine-tuning.
+* ``set_active_dims(dims)``: action dims the embodiment ignores (e.g. the built-in suite's rotation
+  dims, ``env.metadata["action_dims_used"]``) are emitted at their mode, without sampling noise, and
+  left out of log-probs and entropies, so RL gradients and ratios carry no noise from actions that
+  change nothing. Default: every dim active. Not saved with the policy (the RL trainers set it
+  from the env); supervised fine-tuning ignores it.
 
 Heads (registry :data:`HEADS`):
 
@@ -38,6 +43,22 @@ class ActionHead(nn.Module):
     def __init__(self, in_dim: int, chunk_size: int, action_dim: int):
         super().__init__()
         self.in_dim, self.chunk_size, self.action_dim = in_dim, chunk_size, action_dim
+        self.register_buffer("dim_mask", torch.ones(action_dim), persistent=False)
+
+    def set_active_dims(self, dims: list[int] | tuple[int, ...] | None) -> None:
+        """Make only ``dims`` (indices < A) stochastic and scored; None: all dims."""
+        mask = torch.ones(self.action_dim, device=self.dim_mask.device)
+        if dims is not None:
+            dims = [int(d) for d in dims]
+            if not dims or min(dims) < 0 or max(dims) >= self.action_dim:
+                raise ValueError(f"active dims {dims} must be a non-empty subset of 0..{self.action_dim - 1}")
+            mask.zero_()
+            mask[dims] = 1.0
+        self.dim_mask.copy_(mask)
+
+    def _masked_sum(self, x: Tensor) -> Tensor:
+        """(B, K, A) per-dim terms -> (B,) summed over the active dims."""
+        return (x * self.dim_mask).flatten(1).sum(-1)
 
     def sample(self, feat: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         raise NotImplementedError
@@ -91,9 +112,8 @@ class GaussianHead(ActionHead):
         log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
         return mu, log_std.exp()
 
-    @staticmethod
-    def _gauss_entropy(std: Tensor) -> Tensor:
-        return (0.5 * math.log(2 * math.pi * math.e) + std.log()).flatten(1).sum(-1)
+    def _gauss_entropy(self, std: Tensor) -> Tensor:
+        return self._masked_sum(0.5 * math.log(2 * math.pi * math.e) + std.log())
 
     def _log_prob(self, mu: Tensor, std: Tensor, actions: Tensor) -> Tensor:
         if self.squash:
@@ -105,11 +125,11 @@ class GaussianHead(ActionHead):
             lp_lo = torch.special.log_ndtr((-1.0 - mu) / std)
             lp_hi = torch.special.log_ndtr((mu - 1.0) / std)
             lp = torch.where(actions <= -1.0, lp_lo, torch.where(actions >= 1.0, lp_hi, lp_in))
-        return lp.flatten(1).sum(-1)
+        return self._masked_sum(lp)
 
     def sample(self, feat: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         mu, std = self.params(feat)
-        u = mu if deterministic else mu + std * torch.randn_like(mu)
+        u = mu if deterministic else mu + std * torch.randn_like(mu) * self.dim_mask
         actions = torch.tanh(u).clamp(-1 + _SQUASH_EPS, 1 - _SQUASH_EPS) if self.squash else u.clamp(-1.0, 1.0)
         return actions, self._log_prob(mu, std, actions), self._gauss_entropy(std)
 
@@ -156,9 +176,8 @@ class TokenHead(ActionHead):
         """actions (..., ) in [-1, 1] -> nearest bin index (long)."""
         return ((actions.clamp(-1, 1) + 1) * 0.5 * (self.num_bins - 1)).round().long()
 
-    @staticmethod
-    def _entropy(logp: Tensor) -> Tensor:
-        return -(logp.exp() * logp).sum(-1).flatten(1).sum(-1)
+    def _entropy(self, logp: Tensor) -> Tensor:
+        return self._masked_sum(-(logp.exp() * logp).sum(-1))
 
     def sample(self, feat: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         logp = self._logits(feat)
@@ -166,13 +185,14 @@ class TokenHead(ActionHead):
             idx = logp.argmax(-1)
         else:
             idx = torch.distributions.Categorical(logits=logp).sample()
-        lp = logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1).flatten(1).sum(-1)
+            idx = torch.where(self.dim_mask.bool(), idx, logp.argmax(-1))
+        lp = self._masked_sum(logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1))
         return self.centres[idx], lp, self._entropy(logp)
 
     def evaluate(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         logp = self._logits(feat)
         idx = self.to_bins(actions)
-        lp = logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1).flatten(1).sum(-1)
+        lp = self._masked_sum(logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1))
         return lp, self._entropy(logp)
 
     def bc_loss(self, feat: Tensor, actions: Tensor, mask: Tensor) -> tuple[Tensor, dict[str, float]]:

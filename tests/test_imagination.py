@@ -309,3 +309,26 @@ def test_imagined_replays_keep_real_labels(wm, data):
     np.testing.assert_array_equal(
         rep.successes[s:t], data.successes[s0 : s0 + (t - s)]
     )  # real outcome labels
+
+
+def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):
+    """The built-in suite ignores the rotation dims (constant 0 in every demo). Exploration noise on
+    them must not change what the world model imagines (it once read 0.2 as 20 sigma and produced
+    garbage frames that the success model scored as success)."""
+    assert np.allclose(np.asarray(data.actions)[:, 3:6], 0.0)
+    outs = []
+    for rot in (0.0, 0.3):
+        env = make_env(wm, data, gate="off")
+        env.reset(seed=3)
+        a = np.zeros((8, env.chunk_size, 7), np.float32)
+        a[..., 0] = 0.5
+        a[..., 3:6] = rot
+        obs, *_ = env.step(a)
+        outs.append(obs["image"].astype(np.int16))
+    assert np.array_equal(outs[0], outs[1])
+    # the dims the data did vary still steer it
+    env = make_env(wm, data, gate="off")
+    env.reset(seed=3)
+    a[..., 3:6], a[..., 0] = 0.0, -0.5
+    obs, *_ = env.step(a)
+    assert not np.array_equal(obs["image"].astype(np.int16), outs[0])

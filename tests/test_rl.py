@@ -330,3 +330,38 @@ def test_grpo_and_ppo_run_on_the_real_builtin_env(tmp_path):
     )
     assert hist[0]["env_steps"] == 2 * 8 * 4
     env.close()
+
+
+@pytest.mark.parametrize("head", ["gaussian", "tokens"])
+def test_ignored_action_dims_are_not_sampled_or_scored(head):
+    """Dims the env ignores (its metadata["action_dims_used"]) carry no RL noise: the trainers
+    make them deterministic and leave them out of log-probs and entropies."""
+    from imagination.rollout_buffer import match_policy_to_env_dims
+    from policies.heads import HEADS
+
+    class _Env:
+        metadata = {"action_dims_used": [0, 1, 2, 6]}
+
+    class _Pol(nn.Module):
+        action_dim = 7
+
+        def __init__(self):
+            super().__init__()
+            self.head = HEADS[head](8, 4, 7)
+
+    pol = _Pol()
+    torch.manual_seed(0)
+    feat = torch.randn(5, 8)
+    _, _, ent_all = pol.head.sample(feat)
+    assert match_policy_to_env_dims(_Env(), pol) == [0, 1, 2, 6]
+    a, lp, ent = pol.head.sample(feat)
+    mode, _, _ = pol.head.sample(feat, deterministic=True)
+    assert torch.allclose(a[..., 3:6], mode[..., 3:6])  # no noise on ignored dims
+    assert not torch.allclose(a[..., :3], mode[..., :3])  # noise on the used ones
+    moved = a.clone()
+    moved[..., 3:6] = -mode[..., 3:6] + 0.5
+    assert torch.allclose(pol.head.evaluate(feat, moved)[0], lp)  # ignored dims do not score
+    assert torch.allclose(pol.head.evaluate(feat, a)[0], lp)
+    assert (ent < ent_all).all()
+    match_policy_to_env_dims(type("E", (), {"metadata": {}})(), pol)  # an env using every dim
+    assert pol.head.dim_mask.all()

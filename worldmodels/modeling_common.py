@@ -359,7 +359,13 @@ class WorldModel(nn.Module):
         return s.float() * self.state_std + self.state_mean
 
     def norm_actions(self, a: Tensor) -> Tensor:
-        return (a.float() - self.action_mean) / self.action_std
+        """Normalised actions ``(..., A)``. Dims that never varied in the training data (their std
+        was clamped to the 1e-2 floor, e.g. the rotation dims the built-in suite ignores) are
+        zeroed: the model cannot know what they do, and without this a policy's exploration noise
+        on them (0.2 -> 20 sigma) drives the model far out of distribution (imagined frames turn to
+        garbage that a reward model may score as success)."""
+        active = (self.action_std > 1.5e-2).to(torch.float32)
+        return (a.float() - self.action_mean) / self.action_std * active
 
     # ------------------------------------------------------------------ input checks
     def _check_frames(self, frames: Any, name: str = "frames") -> Tensor:
