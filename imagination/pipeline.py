@@ -115,6 +115,8 @@ class RunConfig:
         imagination: ``ImaginedEnvConfig`` fields (``keyframes`` a ``KeyframeConfig`` mapping).
         rl: ``algo`` (grpo | ppo) + that trainer's config fields (``conf/rl/*``).
         coevolution: ``CoevolutionConfig`` fields.
+        sft_successful_only: behaviour-clone only the demo episodes that succeeded (the failed noisy
+            ones still train the world model and reward models).
         real_rl_baseline: run RL in the real simulator with the same real-env budget.
         real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size).
         videos: real | imagined videos written in the report.
@@ -131,6 +133,7 @@ class RunConfig:
     rewards: RewardsConfig = field(default_factory=RewardsConfig)
     policy: dict = field(default_factory=dict)
     sft: dict = field(default_factory=dict)
+    sft_successful_only: bool = True
     imagination: dict = field(default_factory=dict)
     rl: dict = field(default_factory=lambda: {"algo": "grpo"})
     coevolution: dict = field(default_factory=dict)
@@ -338,7 +341,13 @@ class Pipeline:
             policy=pol,
             num_threads=self.cfg.num_threads,
         )
-        _, summary = train_policy(tc, self.trajectories(), progress=self.progress)
+        traj = self.trajectories()
+        if self.cfg.sft_successful_only:
+            ok = np.flatnonzero(np.asarray(traj.episode_success, bool))
+            if len(ok) == 0:
+                raise WmrlError(f"sft_successful_only: none of the {traj.num_episodes} demo episodes succeeded")
+            traj = traj.select_episodes(ok)
+        _, summary = train_policy(tc, traj, progress=self.progress)
         return {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in summary.items()
