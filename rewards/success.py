@@ -8,9 +8,13 @@ with per-episode weights.
 
 Frame labels (:func:`frame_success_labels`): frame ``t`` of an episode shows the scene after
 action ``t-1``, so its label is ``successes[t-1]`` (``next.success`` of the previous step); the
-first frame of an episode is labelled by nothing before it (negative). If an episode ends on
-success and its final (successful) frame was not stored (envs terminate on success), the last
-stored frame of a successful episode carries the success label (``last_frame_positive``).
+first frame of an episode is labelled by nothing before it (negative). The frame table never
+holds an episode's terminal observation (the one after its last action, which shows the success
+of an env that terminates on success). Datasets recorded by ``wmrl collect`` keep it in a sidecar
+(``Trajectories.terminal``): :func:`success_frames` then adds each terminal frame with its true
+label (success of the last step) and labels the stored frames truthfully. Without the sidecar
+(e.g. community datasets), the last stored frame of a successful episode stands in for the
+missing success frame (``last_frame_positive``).
 """
 
 from __future__ import annotations
@@ -115,6 +119,38 @@ def frame_success_labels(traj: Any, last_frame_positive: bool = True) -> np.ndar
     return labels
 
 
+@dataclass
+class SuccessFrames:
+    """The labelled frame pool of a dataset: ``images`` uint8 (M,H,W,3), ``labels`` bool (M,),
+    ``instructions`` (M strings), ``episode`` int64 (M,) episode position, ``terminal`` bool (M,)
+    (the frame is an episode's terminal observation from the sidecar)."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    instructions: list[str]
+    episode: np.ndarray
+    terminal: np.ndarray
+
+
+def success_frames(traj: Any, use_terminal: bool = True) -> SuccessFrames:
+    """Stored frames plus (when ``traj.terminal`` exists and ``use_terminal``) each episode's
+    terminal frame, with success labels (see module docstring)."""
+    bounds = np.asarray(traj.episode_bounds)
+    ep = np.asarray(traj.episode_index, dtype=np.int64)
+    term = getattr(traj, "terminal", None) if use_terminal else None
+    labels = frame_success_labels(traj, last_frame_positive=term is None)
+    if term is None:
+        return SuccessFrames(np.asarray(traj.images), labels, list(traj.instructions), ep, np.zeros(len(labels), bool))
+    first = bounds[:, 0]
+    return SuccessFrames(
+        images=np.concatenate([np.asarray(traj.images), term.images]),
+        labels=np.concatenate([labels, np.asarray(term.successes, bool)]),
+        instructions=list(traj.instructions) + [traj.instructions[s] for s in first],
+        episode=np.concatenate([ep, np.arange(len(bounds), dtype=np.int64)]),
+        terminal=np.concatenate([np.zeros(len(labels), bool), np.ones(len(bounds), bool)]),
+    )
+
+
 def train_success_model(
     traj: Any,
     config: SuccessModelConfig | None = None,
@@ -132,7 +168,8 @@ def train_success_model(
     """Train (or continue) the success model with class-balanced sampling.
 
     Args:
-        traj: :class:`wmrl.data.Trajectories` with ``successes`` and per-frame ``instructions``.
+        traj: :class:`wmrl.data.Trajectories` with ``successes`` and per-frame ``instructions``;
+            its terminal observations (``traj.terminal``) join the pool (:func:`success_frames`).
         weights: optional per-episode sampling weights (E,).
         mismatch_frac: fraction of positives re-paired with another task's instruction and
             labelled negative (teaches the model to read the instruction).
@@ -147,20 +184,22 @@ def train_success_model(
     rng = np.random.default_rng(seed)
     if model is None:
         model = SuccessRewardModel(config or SuccessModelConfig(image_size=int(traj.images.shape[1])))
-    labels = frame_success_labels(traj)
+    pool = success_frames(traj)
+    labels = pool.labels
     pos, neg = np.flatnonzero(labels), np.flatnonzero(~labels)
     if len(pos) == 0 or len(neg) == 0:
         raise WmrlError(f"the success model needs positive and negative frames; got {len(pos)} and {len(neg)}")
     p_w = np.ones(len(labels))
     if weights is not None:
-        ep_ids = np.unique(np.asarray(traj.episode_index))
-        wmap = dict(zip(ep_ids.tolist(), np.asarray(weights, dtype=float).tolist()))
-        p_w = np.array([wmap[e] for e in np.asarray(traj.episode_index)])
-    uniq = sorted(set(traj.instructions))
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (int(traj.num_episodes),):
+            raise WmrlError(f"weights have shape {w.shape}; expected ({traj.num_episodes},) (one per episode)")
+        p_w = w[pool.episode]
+    uniq = sorted(set(pool.instructions))
     text = model.text_encoder.encode(uniq)
     pos_of = {s: i for i, s in enumerate(uniq)}
-    tidx = np.array([pos_of[s] for s in traj.instructions])
-    images = torch.from_numpy(np.ascontiguousarray(traj.images))
+    tidx = np.array([pos_of[s] for s in pool.instructions])
+    images = torch.from_numpy(np.ascontiguousarray(pool.images))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=lr * 0.05)
     pp, pn = p_w[pos] / p_w[pos].sum(), p_w[neg] / p_w[neg].sum()

@@ -18,7 +18,7 @@ import torch
 
 from rewards.executability import ExecutabilityConfig, ExecutabilityReward
 from rewards.idm import IDMConfig, idm_r2, train_idm
-from rewards.success import SuccessModelConfig, SuccessRewardModel, frame_success_labels, train_success_model
+from rewards.success import SuccessModelConfig, SuccessRewardModel, success_frames, train_success_model
 from wmrl.errors import ConfigError
 
 
@@ -37,7 +37,8 @@ class TrainRewardsConfig:
     dataset: LeRobotDataset folder.
     out: run folder.
     idm_steps, success_steps: optimiser steps per model.
-    batch_size, lr, seed: optimisation.
+    batch_size, lr, seed: optimisation (``lr`` of the success model).
+    idm_lr, idm_augment_shift: the IDM's learning rate and random-shift augmentation (pixels).
     val_frac: held-out episode fraction (half calibrates the executability reward, half is eval.json's test set).
     clip_len: frames per clip for the executability calibration.
     num_threads: torch threads (1 is fastest on a busy 2-core CPU).
@@ -50,6 +51,8 @@ class TrainRewardsConfig:
     success_steps: int = 2000
     batch_size: int = 64
     lr: float = 1e-3
+    idm_lr: float = 3e-3
+    idm_augment_shift: int = 0
     seed: int = 0
     val_frac: float = 0.2
     clip_len: int = 8
@@ -61,8 +64,10 @@ class TrainRewardsConfig:
             raise ConfigError(f"{self.idm_steps=} and {self.success_steps=} must be >= 1")
         if self.batch_size < 2:
             raise ConfigError(f"{self.batch_size=} must be >= 2")
-        if not self.lr > 0:
-            raise ConfigError(f"{self.lr=} must be > 0")
+        if not self.lr > 0 or not self.idm_lr > 0:
+            raise ConfigError(f"{self.lr=} and {self.idm_lr=} must be > 0")
+        if self.idm_augment_shift < 0:
+            raise ConfigError(f"{self.idm_augment_shift=} must be >= 0")
         if not 0 < self.val_frac < 1:
             raise ConfigError(f"{self.val_frac=} must be in (0, 1)")
         if self.clip_len < 3:
@@ -86,6 +91,28 @@ def auroc(pos: np.ndarray, neg: np.ndarray) -> float:
 
     y = np.concatenate([np.ones(len(pos)), np.zeros(len(neg))])
     return float(roc_auc_score(y, np.concatenate([pos, neg])))
+
+
+def success_eval(model: SuccessRewardModel, test: Any) -> dict[str, Any]:
+    """Held-out success AUROC over the labelled frame pool of :func:`rewards.success.success_frames`
+    (stored frames + real terminal frames when the dataset has them), with the pool's make-up, and
+    (with terminal frames) the AUROC of terminal frames alone (successful vs failed episode ends)."""
+    pool = success_frames(test)
+    prob = model.predict(pool.images, pool.instructions).numpy()
+    y = pool.labels
+
+    def roc(mask: np.ndarray) -> float | None:
+        return auroc(prob[mask & y], prob[mask & ~y]) if (mask & y).any() and (mask & ~y).any() else None
+
+    term = pool.terminal
+    return {
+        "success_auroc": roc(np.ones(len(y), bool)),
+        "success_auroc_terminal_only": roc(term) if term.any() else None,
+        "success_eval_frames": {"positives": int(y.sum()), "negatives": int((~y).sum()),
+                                "terminal_frames": int(term.sum()),
+                                "labels": "real terminal frames" if term.any() else
+                                          "last stored frame of successful episodes (no terminal sidecar)"},
+    }
 
 
 def split_for_eval(traj: Any, cfg: TrainRewardsConfig) -> tuple[Any, tuple[Any, Any]]:
@@ -119,8 +146,8 @@ def train_reward_models(cfg: TrainRewardsConfig, trajectories: Any = None, progr
         exe = ExecutabilityReward.from_pretrained(exec_dir)
         idm = exe.idm
     else:
-        idm = train_idm(train, cfg.rewards.idm, cfg.idm_steps, cfg.batch_size, cfg.lr, cfg.seed, log=run.log,
-                        progress=progress)
+        idm = train_idm(train, cfg.rewards.idm, cfg.idm_steps, cfg.batch_size, cfg.idm_lr, cfg.seed,
+                        augment_shift=cfg.idm_augment_shift, log=run.log, progress=progress)
         exe = ExecutabilityReward(idm, cfg.rewards.executability)
         frames, cmd, _ = real_clips(calib, cfg.clip_len, 256, cfg.seed)
         exe.calibrate(frames, cmd)
@@ -132,11 +159,9 @@ def train_reward_models(cfg: TrainRewardsConfig, trajectories: Any = None, progr
                                    log=run.log, progress=progress)
         succ.save_pretrained(succ_dir)
     r2 = idm_r2(idm, test)
-    labels = frame_success_labels(test)
-    prob = succ.predict(test.images, list(test.instructions)).numpy()
     result = {
         "idm_r2": r2,
-        "success_auroc": auroc(prob[labels], prob[~labels]) if labels.any() and (~labels).any() else None,
+        **success_eval(succ, test),
         "test_episodes": int(test.num_episodes),
         "executability_scale": exe.config.scale,
     }

@@ -158,3 +158,78 @@ def test_loads_community_libero_layout(tmp_path):
     assert t.instructions[0] == "put the bowl on the plate" and t.instructions[-1] == "open the top drawer"
     assert t.successes.tolist() == [False] * 4 + [True] + [False] * 5 + [True]
     assert t.episode_success.all() and (t.actions[5:] == 1).all()
+
+
+def test_terminal_sidecar_roundtrip(tmp_path):
+    """Each episode's terminal observation (never in the frame table) is written to
+    meta/wmrl_terminal.npz and read back exactly, also across an append and an episode split."""
+    from wmrl.data import TERMINAL_SIDECAR, DatasetRecorder
+
+    rng = np.random.default_rng(0)
+
+    def episode(t_len: int, success: bool) -> tuple[dict, dict]:
+        steps = {
+            "image": rng.integers(0, 255, (t_len, 32, 32, 3), dtype=np.uint8),
+            "wrist_image": rng.integers(0, 255, (t_len, 32, 32, 3), dtype=np.uint8),
+            "state": rng.normal(size=(t_len, 8)).astype(np.float32),
+            "action": rng.uniform(-1, 1, (t_len, 7)).astype(np.float32),
+            "reward": np.zeros(t_len, np.float32),
+            "success": np.array([False] * (t_len - 1) + [success]),
+            "done": np.array([False] * (t_len - 1) + [True]),
+        }
+        term = {
+            "image": rng.integers(0, 255, (32, 32, 3), dtype=np.uint8),
+            "wrist_image": rng.integers(0, 255, (32, 32, 3), dtype=np.uint8),
+            "state": rng.normal(size=8).astype(np.float32),
+        }
+        return steps, term
+
+    root = tmp_path / "ds"
+    eps = [episode(4, True), episode(3, False)]
+    rec = DatasetRecorder(root, fps=20, image_size=32, state_dim=8, wrist=True)
+    for steps, term in eps:
+        rec.add_episode(steps, "push the cube", {"task_id": "PushCube-v0"}, terminal=term)
+    rec.finalize()
+    assert (root / TERMINAL_SIDECAR).exists()
+    t = load_trajectories(root)
+    assert t.terminal is not None and t.terminal.images.shape == (2, 32, 32, 3)
+    for k, (_steps, term) in enumerate(eps):
+        np.testing.assert_array_equal(t.terminal.images[k], term["image"])
+        np.testing.assert_array_equal(t.terminal.wrist_images[k], term["wrist_image"])
+        np.testing.assert_allclose(t.terminal.states[k], term["state"])
+    assert t.terminal.successes.tolist() == [True, False]
+    np.testing.assert_array_equal(t.images[:4], eps[0][0]["image"])  # the frame table is unchanged
+
+    more = episode(5, True)
+    rec = DatasetRecorder(root, fps=20, image_size=32, state_dim=8, wrist=True, append=True)
+    rec.add_episode(more[0], "push the cube", {"task_id": "PushCube-v0"}, terminal=more[1])
+    rec.finalize()
+    t = load_trajectories(root)
+    assert t.num_episodes == 3 and t.terminal.successes.tolist() == [True, False, True]
+    np.testing.assert_array_equal(t.terminal.images[2], more[1]["image"])
+    sub = t.select_episodes([2, 0])
+    np.testing.assert_array_equal(sub.terminal.images[0], more[1]["image"])
+    np.testing.assert_array_equal(sub.terminal.images[1], eps[0][1]["image"])
+    both = type(t).concat([sub, t])
+    assert both.terminal is not None and len(both.terminal.images) == both.num_episodes == 5
+
+
+def test_collect_writes_terminal_and_absent_sidecar_is_none(dataset, tmp_path):
+    """`wmrl collect` stores the terminal observations (the success frame of successful episodes);
+    a dataset without the sidecar (e.g. recorded before it existed) loads with terminal=None."""
+    import shutil
+
+    from wmrl.data import TERMINAL_SIDECAR
+
+    t = load_trajectories(dataset)
+    assert t.terminal is not None and len(t.terminal.images) == t.num_episodes
+    assert t.terminal.wrist_images is not None and t.terminal.states.shape == (t.num_episodes, 8)
+    last = t.episode_bounds[:, 1] - 1
+    assert t.terminal.successes.tolist() == t.successes[last].tolist()
+    assert t.terminal.successes.any()
+    # the terminal frame is a new observation, not a copy of the last stored one
+    assert (t.terminal.images != t.images[last]).reshape(t.num_episodes, -1).any(1).all()
+    copy = tmp_path / "no_sidecar"
+    shutil.copytree(dataset, copy)
+    (copy / TERMINAL_SIDECAR).unlink()
+    assert load_trajectories(copy).terminal is None

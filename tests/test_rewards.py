@@ -25,7 +25,7 @@ from wmrl.data import Trajectories
 from wmrl.errors import CheckpointError, ConfigError, NonFiniteError, WmrlError
 
 SIZE = 32
-IDM_TINY = IDMConfig(image_size=SIZE, channels=(8, 16, 16), hidden_dim=32)
+IDM_TINY = IDMConfig(image_size=SIZE, channels=(8, 16, 16), hidden_dim=32, arch="stack", context=1, future=1)
 SUCC_TINY = SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)
 INSTR = ["move the square to the left", "move the square to the right"]
 
@@ -39,20 +39,29 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-def toy_trajectories(episodes: int = 8, length: int = 12, seed: int = 0) -> Trajectories:
+def _square(p: np.ndarray) -> np.ndarray:
+    img = np.zeros((SIZE, SIZE, 3), np.uint8)
+    img[:, :, 2] = 60
+    y, x = int(round(p[1])), int(round(p[0]))
+    img[max(0, y - 2) : y + 3, max(0, x - 2) : x + 3] = 255
+    return img
+
+
+def toy_trajectories(episodes: int = 8, length: int = 12, seed: int = 0, terminal: bool = False) -> Trajectories:
     """A white square on a blue background moved by actions (3 px per unit) towards a goal column
     named by the instruction; random action noise so the IDM sees varied actions. Success: within
-    2 px of the goal (the episode goes on, so there are several success frames)."""
+    2 px of the goal (the episode goes on, so there are several success frames). ``terminal``:
+    also each episode's terminal observation (the frame after its last action)."""
+    from wmrl.data import TerminalObs
+
     rng = np.random.default_rng(seed)
     imgs, acts, succ, ep, fr, ins = [], [], [], [], [], []
+    term_imgs = []
     for e in range(episodes):
         goal = np.array([6.0 if e % 2 == 0 else SIZE - 7.0, SIZE / 2])
         p = rng.uniform(8, SIZE - 9, 2)
         for t in range(length):
-            img = np.zeros((SIZE, SIZE, 3), np.uint8)
-            img[:, :, 2] = 60
-            y, x = int(round(p[1])), int(round(p[0]))
-            img[max(0, y - 2) : y + 3, max(0, x - 2) : x + 3] = 255
+            img = _square(p)
             a = np.zeros(7, np.float32)
             a[:2] = np.clip((goal - p) / 6.0 + rng.normal(0, 0.4, 2), -1, 1)
             a[6] = 1.0 if np.linalg.norm(goal - p) < 2 else -1.0
@@ -63,12 +72,16 @@ def toy_trajectories(episodes: int = 8, length: int = 12, seed: int = 0) -> Traj
             ep.append(e)
             fr.append(t)
             ins.append(INSTR[e % 2])
+        term_imgs.append(_square(p))
     n = len(imgs)
+    succ_arr = np.asarray(succ)
+    term = TerminalObs(images=np.stack(term_imgs), wrist_images=None, states=np.zeros((episodes, 8), np.float32),
+                       successes=succ_arr[length - 1 :: length].copy())
     return Trajectories(
         images=np.stack(imgs), wrist_images=None, states=np.zeros((n, 8), np.float32), actions=np.stack(acts),
-        rewards=np.asarray(succ, np.float32), successes=np.asarray(succ), dones=np.zeros(n, bool),
+        rewards=np.asarray(succ, np.float32), successes=succ_arr, dones=np.zeros(n, bool),
         episode_index=np.asarray(ep, np.int64), frame_index=np.asarray(fr, np.int64), instructions=ins,
-        task_ids=["toy"] * n,
+        task_ids=["toy"] * n, terminal=term if terminal else None,
     )
 
 
@@ -79,7 +92,7 @@ def traj() -> Trajectories:
 
 @pytest.fixture(scope="module")
 def trained_idm(traj) -> IDM:
-    return train_idm(traj, IDM_TINY, steps=120, batch_size=32, lr=2e-3, seed=0)
+    return train_idm(traj, IDM_TINY, steps=120, batch_size=32, lr=2e-3, seed=0, augment_shift=4)
 
 
 # ------------------------------------------------------------------ IDM
@@ -121,6 +134,24 @@ def test_idm_save_load_and_wrong_checkpoint(tmp_path, trained_idm):
     (tmp_path / "idm" / "config.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="does not match"):
         IDM.from_pretrained(tmp_path / "idm")
+
+
+def test_idm_keypoints_arch(traj):
+    """The keypoint IDM (shared per-frame CNN + soft-argmax) has the same contract and learns the toy motion."""
+    cfg = IDMConfig(image_size=SIZE, channels=(8, 16), hidden_dim=32, arch="keypoints", keypoints=8,
+                    context=0, future=0)
+    assert cfg.strides == (2, 2) and cfg.window == 2
+    idm = train_idm(traj, cfg, steps=150, batch_size=32, lr=3e-3, seed=0, augment_shift=0)
+    out = idm.predict(torch.from_numpy(traj.images[:10][None]))
+    assert out.shape == (1, 9, 7) and torch.isfinite(out).all()
+    r2 = idm_r2(idm, traj)
+    assert r2["per_dim"][0] > 0.3 and r2["per_dim"][1] > 0.3, r2
+    with pytest.raises(ConfigError, match="arch='bogus'"):
+        IDMConfig(arch="bogus")
+    with pytest.raises(ConfigError, match="strides"):
+        IDMConfig(arch="keypoints", channels=(8, 16), strides=(2, 3))
+    with pytest.raises(ConfigError, match="stack"):
+        IDM(IDMConfig(channels=(8, 16, 16), strides=(1, 1, 1), arch="stack"))
 
 
 def test_idm_nan_stops_training(traj):
@@ -221,6 +252,31 @@ def test_success_model_contract_and_training(tmp_path, traj):
     assert same is model and any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+def test_success_frames_use_terminal_observations():
+    """With terminal observations (dataset sidecar) the pool gains one frame per episode with its
+    true label, and the stored last frame is no longer a stand-in positive."""
+    from rewards.success import success_frames
+    from rewards.train import success_eval
+
+    t = toy_trajectories(episodes=6, length=10, seed=3, terminal=True)
+    plain = success_frames(t, use_terminal=False)
+    pool = success_frames(t)
+    assert len(plain.labels) == t.num_frames and not plain.terminal.any()
+    assert len(pool.labels) == t.num_frames + 6 and pool.terminal.sum() == 6
+    assert pool.labels[pool.terminal].tolist() == t.terminal.successes.tolist()
+    np.testing.assert_array_equal(pool.images[pool.terminal], t.terminal.images)
+    last = t.episode_bounds[:, 1] - 1
+    assert pool.labels[last].tolist() == t.successes[last - 1].tolist()  # truthful: scene after action t-1
+    assert pool.instructions[t.num_frames :] == [t.instructions[s] for s in t.episode_bounds[:, 0]]
+    # train on the toy set with terminal frames; evaluation reports the pool and terminal-only AUROC
+    t = toy_trajectories(episodes=8, length=12, terminal=True)
+    model = train_success_model(t, SUCC_TINY, steps=80, batch_size=32, lr=2e-3, seed=0)
+    ev = success_eval(model, t)
+    assert ev["success_eval_frames"]["terminal_frames"] == 8 and ev["success_auroc"] > 0.8
+    with pytest.raises(WmrlError, match="one per episode"):
+        train_success_model(t, SUCC_TINY, steps=1, weights=np.ones(3))
+
+
 def test_success_model_needs_both_classes():
     t = toy_trajectories(episodes=2)
     t.successes[:] = False
@@ -245,7 +301,7 @@ def test_train_rewards_config_via_hydra():
     from wmrl.config import load_config, to_dataclass
 
     cfg = to_dataclass(load_config("train_rewards", ["idm_steps=11"]), TrainRewardsConfig)
-    assert cfg.idm_steps == 11 and cfg.rewards.idm.channels == (16, 32, 32, 32)
+    assert cfg.idm_steps == 11 and cfg.rewards.idm.channels == (16, 32, 32) and cfg.rewards.idm.arch == "keypoints"
     assert cfg.rewards.executability.smooth_dims == (0, 1, 2)
     with pytest.raises(ConfigError, match="clip_len=2"):
         to_dataclass(load_config("train_rewards", ["clip_len=2"]), TrainRewardsConfig)

@@ -4,12 +4,15 @@ Features per frame (frame t's observation is before action t; ``next.*`` come af
 ``observation.image`` (H,W,3) image, optional ``observation.wrist_image``, ``observation.state``
 (D,), ``action`` (7,), ``next.reward`` (1,), ``next.success`` (1,), ``next.done`` (1,), and the
 instruction as the frame's ``task``. A sidecar ``meta/wmrl_episodes.jsonl`` records each
-episode's env task id, seed and expert noise. Datasets are readable by lerobot's own
-``LeRobotDataset(repo_id, root=...)`` (with ``HF_HUB_OFFLINE=1``).
+episode's env task id, seed and expert noise. A second sidecar ``meta/wmrl_terminal.npz``
+holds each episode's terminal observation (the one after its last action, which the frame table
+never stores: frame t is the observation before action t), e.g. the frame that shows success.
+Datasets are readable by lerobot's own ``LeRobotDataset(repo_id, root=...)`` (with ``HF_HUB_OFFLINE=1``).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -26,6 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 FORMAT_VERSION = 1
 REQUIRED_FEATURES = ("observation.image", "observation.state", "action", "next.reward", "next.success")
 SIDECAR = "meta/wmrl_episodes.jsonl"
+TERMINAL_SIDECAR = "meta/wmrl_terminal.npz"
 
 
 def dataset_features(image_size: int, state_dim: int, wrist: bool, action_dim: int = 7) -> dict[str, dict]:
@@ -47,6 +51,45 @@ def dataset_features(image_size: int, state_dim: int, wrist: bool, action_dim: i
 
 
 @dataclass
+class TerminalObs:
+    """The terminal observation of each of E episodes (after its last action; not in the frame table).
+
+    Args:
+        images: uint8 (E,H,W,3) agent view.
+        wrist_images: uint8 (E,H,W,3) or None.
+        states: float32 (E,D).
+        successes: bool (E,) success at the terminal observation (the last ``next.success``).
+    """
+
+    images: np.ndarray
+    wrist_images: np.ndarray | None
+    states: np.ndarray
+    successes: np.ndarray
+
+    def __post_init__(self) -> None:
+        e = len(self.images)
+        if self.images.ndim != 4 or self.images.shape[-1] != 3 or self.images.dtype != np.uint8:
+            raise DatasetError(
+                f"terminal images have shape {self.images.shape} {self.images.dtype}; expected uint8 (E,H,W,3)"
+            )
+        for name in ("states", "successes"):
+            if len(getattr(self, name)) != e:
+                raise DatasetError(f"TerminalObs.{name} has {len(getattr(self, name))} rows; expected {e}")
+        if self.wrist_images is not None and self.wrist_images.shape != self.images.shape:
+            raise DatasetError(
+                f"terminal wrist images have shape {self.wrist_images.shape}; expected {self.images.shape}"
+            )
+
+    def select(self, episodes: np.ndarray) -> TerminalObs:
+        return TerminalObs(
+            images=self.images[episodes],
+            wrist_images=None if self.wrist_images is None else self.wrist_images[episodes],
+            states=self.states[episodes],
+            successes=self.successes[episodes],
+        )
+
+
+@dataclass
 class Trajectories:
     """A trajectory dataset held in memory (numpy). N frames, E episodes.
 
@@ -64,6 +107,8 @@ class Trajectories:
         task_ids: list of N env task ids.
         fps: control rate.
         episode_weights: float32 (E,) sampling weights (co-evolution up-weights failures).
+        terminal: each episode's terminal observation (:class:`TerminalObs`, E rows) or None
+            (datasets recorded without the ``meta/wmrl_terminal.npz`` sidecar, e.g. community ones).
     """
 
     images: np.ndarray
@@ -79,6 +124,7 @@ class Trajectories:
     task_ids: list[str]
     fps: int = 20
     episode_weights: np.ndarray | None = field(default=None)
+    terminal: TerminalObs | None = field(default=None)
 
     def __post_init__(self) -> None:
         n = len(self.images)
@@ -91,6 +137,10 @@ class Trajectories:
             )
         if self.episode_weights is None:
             self.episode_weights = np.ones(self.num_episodes, np.float32)
+        if self.terminal is not None and len(self.terminal.images) != self.num_episodes:
+            raise DatasetError(
+                f"terminal observations cover {len(self.terminal.images)} episodes; expected {self.num_episodes}"
+            )
 
     # --------------------------------------------------------------- shape
     @property
@@ -159,6 +209,7 @@ class Trajectories:
             task_ids=[self.task_ids[r] for r in rows],
             fps=self.fps,
             episode_weights=self.episode_weights[episodes],
+            terminal=None if self.terminal is None else self.terminal.select(episodes),
         )
 
     def split_episodes(self, frac_test: float, seed: int = 0) -> tuple[Trajectories, Trajectories]:
@@ -194,6 +245,15 @@ class Trajectories:
             if any(p.wrist_images is None for p in parts)
             else np.concatenate([p.wrist_images for p in parts])
         )
+        terminal = None
+        if all(p.terminal is not None for p in parts):
+            tw = [p.terminal.wrist_images for p in parts]
+            terminal = TerminalObs(
+                images=np.concatenate([p.terminal.images for p in parts]),
+                wrist_images=None if any(w is None for w in tw) else np.concatenate(tw),
+                states=np.concatenate([p.terminal.states for p in parts]),
+                successes=np.concatenate([p.terminal.successes for p in parts]),
+            )
         return Trajectories(
             images=np.concatenate([p.images for p in parts]),
             wrist_images=wrist,
@@ -208,6 +268,7 @@ class Trajectories:
             task_ids=sum((p.task_ids for p in parts), []),
             fps=ref.fps,
             episode_weights=np.concatenate([p.episode_weights for p in parts]),
+            terminal=terminal,
         )
 
     def with_weights(self, weights: np.ndarray) -> Trajectories:
@@ -331,6 +392,30 @@ def load_trajectories(
         instructions=instructions,
         task_ids=env_task,
         fps=int(info.get("fps", 20)),
+        terminal=_read_terminal(root, np.unique(episode_index)),
+    )
+
+
+def _read_terminal(root: Path, episodes: np.ndarray) -> TerminalObs | None:
+    """The terminal-observation sidecar for ``episodes`` (original ids, sorted), or None when the
+    dataset has none or it does not cover every episode (e.g. appended to a dataset recorded before)."""
+    path = root / TERMINAL_SIDECAR
+    if not path.exists():
+        return None
+    try:
+        with np.load(path) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception as e:  # noqa: BLE001 - numpy raises many types for corrupt files
+        raise DatasetError(f"cannot read {path}: {type(e).__name__}: {e}") from None
+    row_of = {int(e): i for i, e in enumerate(data["episode_index"])}
+    if any(int(e) not in row_of for e in episodes):
+        return None
+    rows = np.array([row_of[int(e)] for e in episodes], np.int64)
+    return TerminalObs(
+        images=data["images"][rows],
+        wrist_images=data["wrist_images"][rows] if "wrist_images" in data else None,
+        states=data["states"][rows].astype(np.float32),
+        successes=data["successes"][rows].astype(bool),
     )
 
 
@@ -421,11 +506,20 @@ class DatasetRecorder:
             self._next_episode = 0
         self.wrist = wrist
         self._sidecar_rows: list[dict[str, Any]] = []
+        self._terminal_rows: list[dict[str, Any]] = []
 
-    def add_episode(self, steps: dict[str, np.ndarray], instruction: str, meta: dict[str, Any]) -> int:
+    def add_episode(
+        self,
+        steps: dict[str, np.ndarray],
+        instruction: str,
+        meta: dict[str, Any],
+        terminal: dict[str, np.ndarray] | None = None,
+    ) -> int:
         """Append one episode. ``steps`` holds arrays over T steps: ``image`` (T,H,W,3), optional
         ``wrist_image``, ``state`` (T,D), ``action`` (T,7), ``reward`` (T,), ``success`` (T,),
-        ``done`` (T,). Returns the episode index."""
+        ``done`` (T,). ``terminal``: the observation after the last action (``image`` (H,W,3),
+        optional ``wrist_image``, ``state`` (D,)), written to the terminal sidecar at finalize.
+        Returns the episode index."""
         t_len = len(steps["action"])
         for t in range(t_len):
             frame = {
@@ -446,6 +540,17 @@ class DatasetRecorder:
         self._sidecar_rows.append(
             {"episode_index": ep, "length": t_len, "success": bool(np.any(steps["success"])), **meta}
         )
+        if terminal is not None:
+            img = np.asarray(terminal["image"])
+            if img.shape != tuple(steps["image"].shape[1:]) or img.dtype != np.uint8:
+                raise DatasetError(
+                    f"terminal image has shape {img.shape} {img.dtype}; expected uint8 {tuple(steps['image'].shape[1:])}"
+                )
+            row = {"episode_index": ep, "image": img, "state": np.asarray(terminal["state"], np.float32),
+                   "success": bool(steps["success"][-1])}
+            if self.wrist:
+                row["wrist_image"] = np.asarray(terminal["wrist_image"])
+            self._terminal_rows.append(row)
         return ep
 
     def record(
@@ -487,8 +592,13 @@ class DatasetRecorder:
                     if quota[i] > 0:
                         quota[i] -= 1
                         steps = {k: np.asarray(v) for k, v in b.items() if v}
+                        fo = info.get("final_obs")  # SAME_STEP autoreset: nobs[i] is already the reset
+                        terminal = None if fo is None else {k: fo[k][i] for k in ("image", "wrist_image", "state")
+                                                            if k in fo}
                         written.append(
-                            self.add_episode(steps, instr[i], {"task_id": tasks[i], **(meta or {})})
+                            self.add_episode(
+                                steps, instr[i], {"task_id": tasks[i], **(meta or {})}, terminal=terminal
+                            )
                         )
                         bar.update(1)
                     bufs[i] = _empty_buf()
@@ -506,6 +616,7 @@ class DatasetRecorder:
         old = side.read_text() if side.exists() else ""
         rows = "".join(json.dumps(r) + "\n" for r in self._sidecar_rows)
         atomic_write_text(side, old + rows)
+        self._write_terminal()
         atomic_write_text(
             self.root / "meta" / "wmrl.json", json.dumps({"format_version": FORMAT_VERSION}) + "\n"
         )
@@ -517,6 +628,34 @@ class DatasetRecorder:
             shutil.rmtree(backup, ignore_errors=True)
             self.root = self.final_root
         return self.final_root
+
+    def _write_terminal(self) -> None:
+        """Merge this session's terminal observations into ``meta/wmrl_terminal.npz`` (atomic)."""
+        if not self._terminal_rows:
+            return
+        from wmrl.io import atomic_write
+
+        path = self.root / TERMINAL_SIDECAR
+        cols: dict[str, list[np.ndarray]] = {"episode_index": [], "images": [], "states": [], "successes": []}
+        if self.wrist:
+            cols["wrist_images"] = []
+        if path.exists():
+            with np.load(path) as z:
+                old = {k: z[k] for k in z.files}
+            if set(old) == set(cols):
+                for k in cols:
+                    cols[k].append(old[k])
+        rows = self._terminal_rows
+        cols["episode_index"].append(np.array([r["episode_index"] for r in rows], np.int64))
+        cols["images"].append(np.stack([r["image"] for r in rows]).astype(np.uint8))
+        cols["states"].append(np.stack([r["state"] for r in rows]).astype(np.float32))
+        cols["successes"].append(np.array([r["success"] for r in rows], bool))
+        if self.wrist:
+            cols["wrist_images"].append(np.stack([r["wrist_image"] for r in rows]).astype(np.uint8))
+        buf = io.BytesIO()
+        np.savez(buf, **{k: np.concatenate(v) for k, v in cols.items()})
+        data = buf.getvalue()
+        atomic_write(path, lambda p: p.write_bytes(data))
 
 
 def _empty_buf() -> dict[str, list]:
