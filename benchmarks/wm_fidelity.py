@@ -22,7 +22,10 @@ baseline. Per horizon step:
 Speed: ``imagined_frames_per_s`` (rollout of 16 steps at batch 32, 64x64, median of repeats),
 ``flops_per_frame`` (torch FLOP counter), ``fraction_of_matmul_peak`` against a plain bf16/fp32
 matmul measured in the same run, ``sampler_kernel_speedup`` (kernels.sampling fast vs reference,
-interleaved repeats). Top-level fields are the default family; ``families`` holds every family.
+interleaved repeats). Top-level fields are the default family; ``families`` holds every family;
+``goals`` holds the issue's goals at h=16 for the default family. ``--quick`` (CI) trains fixed step
+budgets (``QUICK_STEPS``: a busy or slow machine reaches the same model, later) and exits 1 when the
+default family does not beat copy-last-frame on object error at h=16 (``--no-check`` to ignore).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ MOVING_THRESHOLD = 20  # uint8 levels
 MISSING_PENALTY_PX = 16.0
 MIN_MASK_PX = 4
 DEFAULT_FAMILY = "deterministic"
+# --quick trains a fixed number of steps per family (not a time budget), so CI on a slow or busy
+# machine reaches the same model as here, only later
+QUICK_STEPS = {"deterministic": 600, "diffusion": 100}
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -325,9 +331,57 @@ def save_video(
     write_video(path, grid(rows, ncols=1), fps=10)
 
 
+def _parse_steps(spec: str | None, default: dict[str, int] | None) -> dict[str, int] | None:
+    """``"600"`` (every family) or ``"deterministic=600,diffusion=100"`` -> {family: steps}."""
+    from wmrl.errors import ConfigError
+
+    if spec is None:
+        return None if default is None else dict(default)
+    out: dict[str, int] = {}
+    try:
+        if "=" not in spec:
+            out = dict.fromkeys(("deterministic", "diffusion"), int(spec))
+        else:
+            for part in spec.split(","):
+                fam, n = part.split("=")
+                out[fam.strip()] = int(n)
+    except ValueError:
+        out = {}
+    if not out or min(out.values()) < 1:
+        raise ConfigError(f"--train-steps={spec!r}; expected N or family=N,... with integers >= 1")
+    return out
+
+
+def goals(r: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """The issue's goals for the default family at the last horizon step. ``checked``: the ones this
+    variant must meet or exit 1 (``--quick``, in CI: beat copy-last on object error; the full run
+    reports its goals and checks none)."""
+    g = r["goals_h16"]
+    rows = {
+        "psnr_minus_copy_last_db": (g["psnr_minus_copy_last_db"], ">=", 3.0),
+        "object_error_ratio_to_copy_last": (g["object_error_ratio_to_copy_last"], "<=", 0.5),
+        "action_shuffle_psnr_drop": (r["action_shuffle_psnr_drop"], ">=", 2.0),
+        "imagined_frames_per_s": (r["imagined_frames_per_s"], ">=", 100.0),
+        "beats_copy_last_object_error": (g["object_error_ratio_to_copy_last"], "<", 1.0),
+    }
+    out: dict[str, Any] = {}
+    for name, (v, op, target) in rows.items():
+        met = bool(v >= target if op == ">=" else v <= target if op == "<=" else v < target)
+        out[name] = {"value": float(v), "target": f"{op} {target}", "met": met}
+    out["checked"] = ["beats_copy_last_object_error"] if quick else []
+    out["all_checked_met"] = all(out[k]["met"] for k in out["checked"])
+    out["all_issue_goals_met"] = all(out[k]["met"] for k in rows if k != "beats_copy_last_object_error")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="CI size: small dataset, about a minute of training")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI size: 90 episodes, fixed step budgets (QUICK_STEPS), exits 1 unless the default "
+        "family beats copy-last on object error at h=16",
+    )
     ap.add_argument("--out", default="benchmarks/results/wm_fidelity.json")
     ap.add_argument("--families", default="deterministic,diffusion")
     ap.add_argument("--episodes", type=int, default=None, help="episodes to collect (default 400; quick 90)")
@@ -335,7 +389,25 @@ def main(argv: list[str] | None = None) -> int:
         "--train-seconds",
         type=float,
         default=None,
-        help="training wall-time budget per family (default 480; quick 60)",
+        help="training wall-time budget per family (default 480; quick: none, see --train-steps)",
+    )
+    ap.add_argument(
+        "--train-steps",
+        type=str,
+        default=None,
+        help="fixed optimisation steps per family instead of a time budget, as N or family=N,... "
+        f"(quick default: {QUICK_STEPS}; reproducible on any machine, unlike a time budget)",
+    )
+    ap.add_argument(
+        "--no-check",
+        action="store_true",
+        help="exit 0 even when a goal checked by this run is missed (see the JSON's goals block)",
+    )
+    ap.add_argument(
+        "--ema-decay",
+        type=float,
+        default=0.99,
+        help="weight average of training (train.ema_decay; 0: off): the evaluated model is the average",
     )
     ap.add_argument("--data", default=None, help="use this dataset instead of collecting one")
     ap.add_argument(
@@ -366,7 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     seed_everything(args.seed)
     quick = args.quick
     episodes = args.episodes or (90 if quick else 400)
-    train_s = args.train_seconds or (60.0 if quick else 480.0)
+    steps_by_family = _parse_steps(
+        args.train_steps, QUICK_STEPS if quick and not args.train_seconds else None
+    )
+    train_s = args.train_seconds or (None if steps_by_family else 480.0)
     n_eval = args.eval_windows or (32 if quick else 96)
     horizon = 16
     families = [f for f in args.families.split(",") if f]
@@ -396,11 +471,12 @@ def main(argv: list[str] | None = None) -> int:
             world_model=wm,
             data=DataConfig(root=data_root),
             train=TrainLoopConfig(
-                steps=100000,
+                steps=steps_by_family.get(fam, 100000) if steps_by_family else 100000,
                 batch_size=16,
                 lr=5e-4,
                 warmup_steps=20,
                 max_time_s=train_s,
+                ema_decay=args.ema_decay,
                 checkpoint_every=100000,
                 log_every=10,
                 videos=2,
@@ -414,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         if windows is None:
             windows = eval_windows(test, context, horizon, n_eval, args.seed)
         t0 = time.perf_counter()
-        sweep = [1, 2, 3, 4] if fam == "diffusion" else None
+        sweep = ([1, 2] if quick else [1, 2, 3, 4]) if fam == "diffusion" else None
         r = evaluate_family(model, windows, context, sweep)
         r["eval_s"] = time.perf_counter() - t0
         r.update(speed(model, repeats=3))
@@ -431,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
             forward_passes_per_chunk=int(getattr(model.config, "sampling_steps", 1)),
             train_time_s=info["train_time_s"],
             train_steps=info["steps"],
+            train_budget={"steps": cfg.train.steps if cfg.train.steps < 100000 else None, "seconds": train_s},
+            train_ema_decay=args.ema_decay,
             train_final_loss=info["final_loss"],
             config=dataclasses.asdict(model.config),
             num_params=int(sum(p.numel() for p in model.parameters())),
@@ -491,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         "default_family": default,
         "better_family_by_measurement": better,
         **{k: v for k, v in results[default].items() if k not in ("config",)},
+        "goals": goals(results[default], quick),
         "baseline_copy_last": baseline,
         "families": results,
         "dataset": {
@@ -508,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         "horizon": horizon,
         "context_frames": context,
         "train_seconds_budget_per_family": train_s,
+        "train_steps_budget_per_family": steps_by_family,
         "matmul_gflops": peaks,
         "definitions": {
             "moving_region": "pixels where any channel of the real future differs from the last context "
@@ -538,6 +618,15 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(args.out, out)
     print(f"wrote {args.out} in {out['wall_s']:.0f} s")
     tmp.cleanup()
+    g = out["goals"]
+    for name in [k for k in g if isinstance(g[k], dict)]:
+        print(
+            f"goal {name}: {g[name]['value']:.3f} (target {g[name]['target']}): "
+            f"{'met' if g[name]['met'] else 'missed'}" + (" (checked)" if name in g["checked"] else "")
+        )
+    if not g["all_checked_met"] and not args.no_check:
+        print(f"{default} world model missed a goal this run checks (--no-check to ignore)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -491,3 +491,77 @@ def test_residual_deadzone_drops_small_changes_only():
     assert not torch.equal(m.step(ctx, actions).frames, out)
     with pytest.raises(ConfigError, match="residual_deadzone"):
         make_world_model("deterministic", residual_deadzone=-0.1)
+
+
+def test_weight_ema_is_the_final_model_and_resumes(tmp_path):
+    from worldmodels.modeling_common import WorldModel
+    from worldmodels.train import (
+        DataConfig,
+        TrainLoopConfig,
+        TrainWorldModelConfig,
+        WeightEMA,
+        train_world_model,
+    )
+
+    with pytest.raises(ConfigError, match="ema_decay"):
+        TrainLoopConfig(ema_decay=1.0)
+    m = tiny_model("deterministic")
+    ema = WeightEMA(m, 0.9)
+    p = next(m.parameters())
+    with torch.no_grad():
+        p.add_(1.0)
+    ema.update(m, 100)  # decay min(0.9, 101/110) = 0.9: the average moves 10% of the way
+    name = next(n for n, _ in m.named_parameters())
+    torch.testing.assert_close(ema.shadow[name], p.detach() - 0.9)
+    traj = synthetic_trajectories(episodes=5)
+    train, test = traj.select_episodes([0, 1, 2, 3]), traj.select_episodes([4])
+
+    def run(steps: int, decay: float, run_dir: str):
+        c = TrainWorldModelConfig(
+            world_model={"family": "deterministic", **TINY},
+            data=DataConfig(),
+            run_dir=str(tmp_path / run_dir),
+            train=TrainLoopConfig(
+                steps=steps, batch_size=4, checkpoint_every=2, videos=0, warmup_steps=1, ema_decay=decay
+            ),
+        )
+        return train_world_model(c, train, test, progress=False)
+
+    raw, _ = run(4, 0.0, "raw")
+    avg, info = run(4, 0.5, "ema")
+    assert info["ema_decay"] == 0.5
+    saved = WorldModel.from_pretrained(tmp_path / "ema" / "model")
+    ckpt = WorldModel.from_pretrained(tmp_path / "ema" / "checkpoints" / "step_000004" / "model")
+    # same seed and data: the checkpoint keeps the raw weights, the final model is their average
+    for (n, a), b in zip(ckpt.named_parameters(), raw.parameters(), strict=True):
+        torch.testing.assert_close(a, b, msg=n)
+    assert any(not torch.equal(a, c) for a, c in zip(ckpt.parameters(), saved.parameters(), strict=True))
+    state = torch.load(
+        tmp_path / "ema" / "checkpoints" / "step_000004" / "trainer_state.pt", weights_only=False
+    )
+    assert set(state["ema"]) == {n for n, _ in saved.named_parameters()}
+    resumed, info = run(6, 0.5, "ema")  # resumes at step 4 with the stored average
+    assert info["steps"] == 6
+
+
+def test_fidelity_goals_and_step_budgets():
+    from benchmarks.wm_fidelity import _parse_steps, goals
+
+    assert _parse_steps(None, None) is None
+    assert _parse_steps(None, {"deterministic": 5}) == {"deterministic": 5}
+    assert _parse_steps("7", None) == {"deterministic": 7, "diffusion": 7}
+    assert _parse_steps("deterministic=3,diffusion=2", None) == {"deterministic": 3, "diffusion": 2}
+    for bad in ("0", "x", "deterministic=-1", "deterministic"):
+        with pytest.raises(ConfigError, match="--train-steps"):
+            _parse_steps(bad, None)
+    r = {
+        "goals_h16": {"psnr_minus_copy_last_db": 3.5, "object_error_ratio_to_copy_last": 0.9},
+        "action_shuffle_psnr_drop": 2.5,
+        "imagined_frames_per_s": 500.0,
+    }
+    g = goals(r, quick=True)
+    assert g["checked"] == ["beats_copy_last_object_error"] and g["all_checked_met"]
+    assert not g["object_error_ratio_to_copy_last"]["met"] and not g["all_issue_goals_met"]
+    r["goals_h16"]["object_error_ratio_to_copy_last"] = 1.01  # copy-last wins: the quick check fails
+    assert not goals(r, quick=True)["all_checked_met"]
+    assert goals(r, quick=False)["checked"] == [] and goals(r, quick=False)["all_checked_met"]

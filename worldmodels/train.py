@@ -54,6 +54,9 @@ class TrainLoopConfig:
     videos / video_horizon: number of held-out rollouts written as real | imagined mp4 at the end.
     num_threads: torch CPU threads (None: torch default).
     seed: seed of sampling and noise (CPU runs are reproducible).
+    ema_decay: keep an exponential moving average of the weights (decay ramped as
+        min(ema_decay, (1+step)/(10+step))) and save it as the final model (checkpoints keep the raw
+        weights plus the average, so a resumed run continues both). 0: off.
     """
 
     steps: int = 2000
@@ -69,6 +72,7 @@ class TrainLoopConfig:
     video_horizon: int = 16
     num_threads: int | None = None
     seed: int = 0
+    ema_decay: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "checkpoint_every", "log_every"):
@@ -79,6 +83,8 @@ class TrainLoopConfig:
             raise ConfigError(f"train.lr={self.lr!r} must be > 0")
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise ConfigError(f"train.max_time_s={self.max_time_s!r} must be > 0 or null")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ConfigError(f"train.ema_decay={self.ema_decay!r} must be in [0, 1) (0: off)")
         if self.video_horizon < 1 or self.videos < 0:
             raise ConfigError(
                 f"train.videos={self.videos!r} / video_horizon={self.video_horizon!r} must be >= 0 / >= 1"
@@ -125,21 +131,51 @@ def lr_at(step: int, cfg: TrainLoopConfig, elapsed_s: float = 0.0) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def _write_checkpoint(model, opt, step: int, sampler, elapsed: float):
+class WeightEMA:
+    """Exponential moving average of a model's parameters (float32 copies; buffers are not averaged).
+
+    ``update(step)`` after each optimiser step uses decay min(decay, (1+step)/(10+step)), so the
+    average follows the fast-changing early weights; ``copy_to(model)`` writes it into the model."""
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        self.decay = decay
+        self.shadow = {n: p.detach().float().clone() for n, p in model.named_parameters()}
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module, step: int) -> None:
+        d = min(self.decay, (1.0 + step) / (10.0 + step))
+        for n, p in model.named_parameters():
+            self.shadow[n].lerp_(p.detach().float(), 1.0 - d)
+
+    @torch.no_grad()
+    def copy_to(self, model: torch.nn.Module) -> None:
+        for n, p in model.named_parameters():
+            p.copy_(self.shadow[n].to(p.dtype))
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.shadow)
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], where: str) -> None:
+        if set(state) != set(self.shadow) or any(state[n].shape != v.shape for n, v in self.shadow.items()):
+            raise CheckpointError(f"{where} holds a weight average that does not match the model")
+        self.shadow = {n: v.float().clone() for n, v in state.items()}
+
+
+def _write_checkpoint(model, opt, step: int, sampler, elapsed: float, ema: WeightEMA | None = None):
     from wmrl.io import atomic_torch_save
 
     def write(tmp: Path) -> None:
         model.save_pretrained(tmp / "model")
-        atomic_torch_save(
-            tmp / "trainer_state.pt",
-            {
-                "step": step,
-                "optimizer": opt.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "sampler_rng": sampler.rng.bit_generator.state,
-                "elapsed_s": elapsed,
-            },
-        )
+        state = {
+            "step": step,
+            "optimizer": opt.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "sampler_rng": sampler.rng.bit_generator.state,
+            "elapsed_s": elapsed,
+        }
+        if ema is not None:
+            state["ema"] = ema.state_dict()
+        atomic_torch_save(tmp / "trainer_state.pt", state)
 
     return write
 
@@ -188,6 +224,7 @@ def train_world_model(
     sampler = WindowSampler(train_traj, mcfg, seed=tc.seed)
     latest = run.latest_checkpoint()
     start_step, elapsed0 = 0, 0.0
+    ema_state = None
     if latest is not None:
         model = WorldModel.from_pretrained(latest / "model")
         if dataclasses.asdict(model.config) != dataclasses.asdict(mcfg):
@@ -206,6 +243,7 @@ def train_world_model(
         torch.set_rng_state(state["torch_rng"])
         sampler.rng.bit_generator.state = state["sampler_rng"]
         start_step, elapsed0 = int(state["step"]), float(state.get("elapsed_s", 0.0))
+        ema_state = state.get("ema")
         if progress:
             print(f"resuming from {latest} (step {start_step})")
     else:
@@ -222,6 +260,9 @@ def train_world_model(
             )
         opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
 
+    ema = WeightEMA(model, tc.ema_decay) if tc.ema_decay > 0 else None
+    if ema is not None and latest is not None and ema_state is not None:
+        ema.load_state_dict(ema_state, str(latest / "trainer_state.pt"))
     t_start = time.perf_counter()
     step = start_step
     losses: list[float] = []
@@ -236,6 +277,8 @@ def train_world_model(
             g["lr"] = lr_at(step, tc, elapsed)
         loss, logs = train_step(model, opt, sampler.sample(tc.batch_size), grad_clip=tc.grad_clip)
         step += 1
+        if ema is not None:
+            ema.update(model, step)
         losses.append(loss)
         for k, v in logs.items():
             acc.setdefault(k, []).append(v)
@@ -249,7 +292,7 @@ def train_world_model(
             acc = {}
         out_of_time = tc.max_time_s is not None and elapsed >= tc.max_time_s
         if step % tc.checkpoint_every == 0 or step == tc.steps or out_of_time:
-            run.save_checkpoint(step, _write_checkpoint(model, opt, step, sampler, elapsed))
+            run.save_checkpoint(step, _write_checkpoint(model, opt, step, sampler, elapsed, ema))
         if out_of_time:
             stopped_by_time = True
             break
@@ -258,11 +301,14 @@ def train_world_model(
         run.log(step, {k: float(np.mean(v)) for k, v in acc.items()})
     model.eval()
     train_time = elapsed0 + time.perf_counter() - t_start
+    if ema is not None:
+        ema.copy_to(model)  # the final model is the weight average (checkpoints keep the raw weights)
     model.save_pretrained(run.path / "model")
     info: dict[str, Any] = {
         "family": family,
         "steps": step,
         "stopped_by_time": stopped_by_time,
+        "ema_decay": tc.ema_decay,
         "train_time_s": train_time,
         "train_frames": int(len(train_traj.images)),
         "train_episodes": int(len(train_traj.episode_bounds)),
