@@ -322,3 +322,20 @@ def test_evaluate_policy_in_real_simulator(tmp_path):
         evaluate_policy("expert:abc", "PushCube-v0", 1)
     with pytest.raises(WmrlError, match="episodes_per_task=0"):
         evaluate_policy("random", "PushCube-v0", 0)
+
+
+def test_policy_sft_dataset_rounds(tmp_path):
+    """The SFT benchmark's dataset is built in fixed collection rounds; a dataset that is not a
+    prefix of those rounds is refused with a one-line error, and the first N demos per task are picked."""
+    from benchmarks.policy_sft import ensure_dataset, first_per_task
+
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "info.json").write_text(json.dumps({"total_episodes": 7}))
+    with pytest.raises(WmrlError, match=r"holds 7 episodes; expected one of \[0, 600, 1320\]"):
+        ensure_dataset(tmp_path, [(600, 1), (720, 101)], 0)
+    ensure_dataset(tmp_path, [(3, 1), (4, 2)], 0)  # complete: nothing to collect
+    traj = toy_trajectories(episodes=6)
+    sub = first_per_task(traj, 2)
+    assert sub.num_episodes == 2
+    with pytest.raises(WmrlError, match="fewer than 9 episodes"):
+        first_per_task(traj, 9)
