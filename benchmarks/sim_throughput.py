@@ -1,28 +1,69 @@
-"""Simulator throughput of the built-in suite with 64x64 rendering, measured side by side.
+"""Simulator throughput of every backend: the built-in suite side by side with its peers, and
+ManiSkill3 / LIBERO with cameras at 64 and 128.
 
-``python -m benchmarks.sim_throughput [--quick] --out benchmarks/results/sim_throughput.json``
+``python -m benchmarks.sim_throughput [--quick] [--backends builtin,maniskill,libero] --out FILE.json``
 
-Configs, interleaved in every repeat (so machine noise hits them alike):
+Default backends: ``builtin`` plus each extra backend whose venv is installed (``--quick``: builtin
+only, unless ``--backends`` names more). One JSON: the built-in figures at the top level (the fields
+``benchmarks.report`` reads) and a per-backend section under ``backends``.
+
+Built-in configs, interleaved in every repeat (so machine noise hits them alike):
 * ``batched_N``: ``envs.make_vec("builtin", N)`` (one ``mujoco.batch.Batch`` + tiled renderer),
   N in {1, 16, 64};
 * ``sync_vector_16``: 16 single envs (``gymnasium.make("wmrl/<task>")``) in gymnasium's
   ``SyncVectorEnv``;
 * ``pusher_v5``: gymnasium's own ``Pusher-v5`` stepping + ``render()`` at 64x64 (a peer).
 Reports env-steps/s (median over repeats) and ``ratio_vs_sync_vector_16`` for the 16-env batch.
+``--reuse-builtin FILE`` copies the built-in section of an earlier result instead of measuring it
+(the JSON says so in ``backends.builtin.source``).
+
+ManiSkill3 (PickCube-v1) and LIBERO (libero_goal, open the middle drawer): one sub-env (one worker
+process) per config, zero actions: ``state_only`` (no rendering), ``cameras_64`` and ``cameras_128``
+(agent view + wrist camera; ManiSkill renders 128x128 and area-resizes, see
+``envs.maniskill.vector_env``). Each figure is the median over ``--repeats`` timed blocks of
+``--extra-steps`` steps after a warm-up, through the full batched API (worker IPC included), with
+the worker start-up time and the 1-minute load average (other work on the same cores slows them).
+A backend that is not installed is reported as skipped with the reason.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from wmrl.errors import WmrlError
+
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+BACKENDS = ("builtin", "maniskill", "libero")
+#: extra backend -> (task, venv name, env var of a python override)
+EXTRA: dict[str, tuple[str, str, str]] = {
+    "maniskill": ("PickCube-v1", "maniskill", "WMRL_MANISKILL_PYTHON"),
+    "libero": ("libero_goal.open_the_middle_drawer_of_the_cabinet", "libero", "WMRL_LIBERO_PYTHON"),
+}
+EXTRA_CONFIGS: tuple[tuple[str, int | None], ...] = (("state_only", None), ("cameras_64", 64), ("cameras_128", 128))
+#: the top-level built-in fields (read by benchmarks.report)
+BUILTIN_KEYS = (
+    "image_size",
+    "steps_per_s",
+    "steps_per_s_samples",
+    "ratio_vs_sync_vector_16",
+    "ratio_samples",
+    "pusher_v5_steps_per_s",
+    "goals",
+    "config",
+    "seeds",
+    "render_backend",
+)
 
 
 def _time_steps(step, num_envs: int, steps: int) -> float:
@@ -71,6 +112,7 @@ def _pusher():
 
 
 def run(quick: bool) -> dict[str, Any]:
+    """The built-in suite's figures (top-level fields of the result)."""
     from benchmarks._stats import machine_info, package_versions
 
     repeats = 3 if quick else 7
@@ -113,21 +155,167 @@ def run(quick: bool) -> dict[str, Any]:
     }
 
 
+def installed(backend: str) -> bool:
+    """``builtin`` always; an extra backend when its venv (or the python override) exists."""
+    if backend == "builtin":
+        return True
+    from envs.subproc_vec import cache_dir
+
+    _, venv, var = EXTRA[backend]
+    override = os.environ.get(var)
+    return Path(override).exists() if override else (cache_dir() / "venvs" / venv / "bin" / "python").exists()
+
+
+def parse_backends(text: str | None, quick: bool) -> list[str]:
+    """``--backends`` -> list (default: builtin + installed extras; quick: builtin only)."""
+    if text is None:
+        return ["builtin"] if quick else [b for b in BACKENDS if installed(b)]
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    bad = [b for b in names if b not in BACKENDS]
+    if bad or not names:
+        raise WmrlError(f"--backends={text!r}: unknown {bad or 'empty list'}; valid: {', '.join(BACKENDS)}")
+    return list(dict.fromkeys(names))
+
+
+def measure_extra(backend: str, image_size: int | None, steps: int, repeats: int) -> dict[str, Any]:
+    """Steps/s of one ManiSkill/LIBERO sub-env (agent + wrist camera at ``image_size``, or
+    state-only when None): median of ``repeats`` blocks of ``steps`` zero-action steps."""
+    from envs.registry import make_vec
+
+    task = EXTRA[backend][0]
+    t0 = time.perf_counter()
+    env = make_vec(task, num_envs=1, backend=backend, image_size=image_size, wrist_image=image_size is not None)
+    startup = time.perf_counter() - t0
+    try:
+        env.reset(seed=0)
+        a = np.zeros((1, 7), np.float32)
+        for _ in range(3):  # warm-up
+            env.step(a)
+        rates = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for _ in range(steps):
+                env.step(a)
+            rates.append(steps / (time.perf_counter() - t))
+        meta = dict(env.metadata)
+    finally:
+        env.close()
+    return {
+        "steps_per_second": round(statistics.median(rates), 2),
+        "all_repeats": [round(r, 2) for r in rates],
+        "startup_seconds": round(startup, 1),
+        "cameras": 0 if image_size is None else 2,
+        "render_size": meta.get("render_size"),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+        "versions": meta.get("versions", {}),
+    }
+
+
+def run_extra(backend: str, steps: int, repeats: int) -> dict[str, Any]:
+    """One extra backend's section: its configs, or ``skipped`` with the reason."""
+    from envs.subproc_vec import BackendNotInstalledError
+
+    out: dict[str, Any] = {"task": EXTRA[backend][0], "sub_envs": 1}
+    for name, size in EXTRA_CONFIGS:
+        try:
+            out[name] = measure_extra(backend, size, steps, repeats)
+        except BackendNotInstalledError as e:
+            return {"task": EXTRA[backend][0], "skipped": str(e)}
+        except WmrlError as e:
+            out[name] = {"error": str(e)}
+            continue
+        print(f"{backend:10s} {name:12s} {out[name]['steps_per_second']:8.2f} steps/s "
+              f"(start-up {out[name]['startup_seconds']} s, load {out[name]['load_avg_1min']})")
+    return out
+
+
+def reused_builtin(path: str) -> dict[str, Any]:
+    """The built-in fields of an earlier result JSON (for ``--reuse-builtin``)."""
+    try:
+        old = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise WmrlError(f"--reuse-builtin {path!r}: cannot read a JSON file ({e})") from None
+    missing = [k for k in ("steps_per_s", "ratio_vs_sync_vector_16", "pusher_v5_steps_per_s") if k not in old]
+    if missing:
+        raise WmrlError(f"--reuse-builtin {path!r} has no built-in figures (missing {missing})")
+    return old
+
+
+def run_all(
+    quick: bool,
+    backends: list[str],
+    reuse_builtin: str | None = None,
+    extra_steps: int | None = None,
+    repeats: int = 3,
+) -> dict[str, Any]:
+    """Every requested backend; returns the result dict (see the module docstring)."""
+    from benchmarks._stats import machine_info, package_versions
+
+    res: dict[str, Any] = {"benchmark": "sim_throughput", "quick": quick, "backends": {}}
+    if "builtin" in backends:
+        if reuse_builtin:
+            old = reused_builtin(reuse_builtin)
+            b = {k: old[k] for k in BUILTIN_KEYS if k in old}
+            source = {
+                "reused_from": reuse_builtin,
+                "note": "built-in figures copied from an earlier run of this benchmark (not re-measured in this run)",
+                "machine": old.get("machine"),
+                "versions": old.get("versions"),
+            }
+        else:
+            b = run(quick)
+            source = {"measured": "in this run", "load_avg_1min": round(os.getloadavg()[0], 2)}
+        res.update({k: b[k] for k in BUILTIN_KEYS if k in b})
+        res["backends"]["builtin"] = {
+            "suite": "builtin",
+            "image_size": b.get("image_size", 64),
+            "steps_per_s": b["steps_per_s"],
+            "ratio_vs_sync_vector_16": b["ratio_vs_sync_vector_16"],
+            "source": source,
+        }
+    steps = extra_steps or (5 if quick else 20)
+    for backend in backends:
+        if backend != "builtin":
+            res["backends"][backend] = run_extra(backend, steps, 2 if quick else repeats)
+    res["extra_config"] = {
+        "unit": "env steps per second, one sub-env, zero actions, median of repeats",
+        "steps": steps,
+        "repeats": 2 if quick else repeats,
+    }
+    res["machine"] = machine_info()
+    res["versions"] = package_versions()
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.sim_throughput", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer repeats/steps; builtin only unless --backends")
+    p.add_argument("--backends", default=None, help="comma list of builtin, maniskill, libero (default: installed)")
+    p.add_argument("--reuse-builtin", default=None, metavar="FILE", help="copy the built-in figures of FILE")
+    p.add_argument("--extra-steps", type=int, default=None, help="steps per timed block, extra backends")
+    p.add_argument("--repeats", type=int, default=3, help="timed blocks per config, extra backends")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     from wmrl.io import atomic_write_json
 
-    res = run(a.quick)
+    try:
+        if a.extra_steps is not None and a.extra_steps < 1:
+            raise WmrlError(f"--extra-steps={a.extra_steps} must be >= 1")
+        if a.repeats < 1:
+            raise WmrlError(f"--repeats={a.repeats} must be >= 1")
+        backends = parse_backends(a.backends, a.quick)
+        res = run_all(a.quick, backends, a.reuse_builtin, a.extra_steps, a.repeats)
+    except WmrlError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     atomic_write_json(a.out, res)
-    s = res["steps_per_s"]
-    print(
-        "env-steps/s (median): "
-        + ", ".join(f"{k}={v:.0f}" for k, v in s.items())
-        + f"; ratio batched_16 / sync_vector_16 = {res['ratio_vs_sync_vector_16']:.2f}"
-    )
+    if "steps_per_s" in res:
+        s = res["steps_per_s"]
+        print(
+            "builtin env-steps/s (median): "
+            + ", ".join(f"{k}={v:.0f}" for k, v in s.items())
+            + f"; ratio batched_16 / sync_vector_16 = {res['ratio_vs_sync_vector_16']:.2f}"
+        )
     return 0
 
 

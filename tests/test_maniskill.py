@@ -1,23 +1,26 @@
-"""Contract tests of the ManiSkill3 backend (real SAPIEN simulation in worker processes).
+"""Contract tests of the ManiSkill3 backend (real SAPIEN simulation in worker processes), and the
+config/validation paths of the ManiSkill loop runner and of the merged throughput benchmark.
 
-Skipped when the ManiSkill venv is not installed (``bash .ci/setup_maniskill.sh``)."""
+Tests that run SAPIEN are skipped when the ManiSkill venv is not installed
+(``bash .ci/setup_maniskill.sh``); the validation tests need no simulator."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import envs.maniskill  # noqa: F401
+from envs.base import BadActionError
+from envs.registry import UnknownTaskError, list_suites, list_tasks, make_vec, resolve_tasks, task_spec
 from envs.subproc_vec import cache_dir
+from wmrl.errors import ConfigError, WmrlError
 
 pytestmark = pytest.mark.maniskill
 
-if not (cache_dir() / "venvs" / "maniskill" / "bin" / "python").exists():
-    pytest.skip("ManiSkill venv not installed (run .ci/setup_maniskill.sh)", allow_module_level=True)
-
-import envs.maniskill  # noqa: E402,F401
-from envs.base import BadActionError  # noqa: E402
-from envs.registry import UnknownTaskError, list_tasks, make_vec  # noqa: E402
-from wmrl.errors import WmrlError  # noqa: E402
+needs_venv = pytest.mark.skipif(
+    not (cache_dir() / "venvs" / "maniskill" / "bin" / "python").exists(),
+    reason="ManiSkill venv not installed (run .ci/setup_maniskill.sh)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +34,7 @@ def test_registered_tasks():
     assert {"PickCube-v1", "PushCube-v1", "StackCube-v1", "PegInsertionSide-v1"} <= set(list_tasks("maniskill"))
 
 
+@needs_venv
 def test_contract_shapes_reset_mask_and_autoreset(env):
     obs, info = env.reset(seed=[3, 4])
     assert obs["image"].shape == (2, 32, 32, 3) and obs["image"].dtype == np.uint8
@@ -38,6 +42,7 @@ def test_contract_shapes_reset_mask_and_autoreset(env):
     assert obs["state"].dtype == np.float32 and obs["state"].shape[0] == 2
     assert env.observation_space.contains(obs)
     assert env.instructions == ["push the cube to the red and white target"] * 2
+    assert env.metadata["render_size"] == 128  # rendered at 128x128, area-resized to 32x32 like the demos
     assert env.task_ids == ["PushCube-v1"] * 2
     assert info["success"].dtype == bool and info["success"].shape == (2,)
     # seeded resets are reproducible, sub-env by sub-env
@@ -58,6 +63,7 @@ def test_contract_shapes_reset_mask_and_autoreset(env):
     assert list(rinfo["elapsed_steps"]) == [1, 0]
 
 
+@needs_venv
 def test_time_limit_then_next_step_autoreset(env):
     env.reset(seed=0)
     limit = int(env._max_steps[0])
@@ -71,6 +77,7 @@ def test_time_limit_then_next_step_autoreset(env):
     assert list(info["elapsed_steps"]) == [0, 0] and not (term | trunc).any() and (r == 0).all()
 
 
+@needs_venv
 def test_bad_inputs(env):
     with pytest.raises(BadActionError, match=r"expected \(2, 7\)"):
         env.step(np.zeros((2, 6), np.float32))
@@ -84,6 +91,7 @@ def test_bad_inputs(env):
         make_vec("PickCube-v1", image_size=8)
 
 
+@needs_venv
 def test_state_only_mode():
     e = make_vec("PickCube-v1", num_envs=1, image_size=None)
     try:
@@ -93,3 +101,68 @@ def test_state_only_mode():
         assert obs2["state"].shape == obs["state"].shape
     finally:
         e.close()
+
+
+def test_pickcube_mp100_variant():
+    spec = task_spec("PickCube-v1-mp100")
+    assert spec.backend == "maniskill" and spec.max_episode_steps == 100
+    assert spec.kwargs["ms_env_id"] == "PickCube-v1"
+    assert spec.kwargs["instruction"] == task_spec("PickCube-v1").kwargs["instruction"]
+    assert "PickCube-v1-mp100" not in resolve_tasks("maniskill") and "maniskill" in list_suites()
+
+
+def test_render_size_and_demo_args_are_checked():
+    from envs.maniskill.demos import generate
+
+    with pytest.raises(WmrlError, match="render_size=16 must be an integer in"):
+        make_vec("PickCube-v1", image_size=64, render_size=16)
+    with pytest.raises(WmrlError, match="unknown ManiSkill task 'PickBanana-v1'; valid: PickCube-v1, .*PickCube-v1-mp100"):
+        generate("PickBanana-v1", 2, 64, "/nonexistent")
+    with pytest.raises(WmrlError, match="num=0 demos must be an integer >= 1"):
+        generate("PickCube-v1", 0, 64, "/nonexistent")
+
+
+def test_maniskill_lift_config_validation(capsys):
+    from benchmarks.maniskill_lift import check_config, main
+    from imagination.pipeline import load_run_config
+
+    for name in ("run_maniskill", "run_maniskill_quick"):
+        cfg = load_run_config([], name)
+        assert check_config(cfg) == ["PickCube-v1-mp100"]
+        assert cfg.demos.source == "maniskill_motionplanning" and cfg.world_model["state_dim"] == 29
+    with pytest.raises(WmrlError, match="suite='builtin' must be one ManiSkill task id; valid: .*PickCube-v1-mp100"):
+        check_config(load_run_config(["suite=builtin"], "run_maniskill"))
+    with pytest.raises(WmrlError, match="demos.source='expert'; the ManiSkill loop needs"):
+        check_config(load_run_config(["demos.source=expert"], "run_maniskill"))
+    with pytest.raises(WmrlError, match=r"world_model.state_dim=29 != policy.state_dim=8"):
+        check_config(load_run_config(["policy.state_dim=8"], "run_maniskill"))
+    with pytest.raises(ConfigError, match="demos.source='scripted'; expected 'expert' or 'maniskill_motionplanning'"):
+        load_run_config(["demos.source=scripted"], "run_maniskill")
+    # the CLI fails before any work, with one line
+    assert main(["--quick", "--out", "/nonexistent/x.json", "suite=PushCube-v0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: suite='PushCube-v0' must be one ManiSkill task id") and "\n" not in err
+
+
+def test_sim_throughput_backends_and_skip(monkeypatch, tmp_path):
+    from benchmarks import sim_throughput as st
+
+    assert st.parse_backends(None, quick=True) == ["builtin"]
+    assert st.parse_backends("maniskill, builtin,maniskill", quick=False) == ["maniskill", "builtin"]
+    with pytest.raises(WmrlError, match=r"--backends='builtin,bullet': unknown \['bullet'\]; valid: builtin"):
+        st.parse_backends("builtin,bullet", quick=False)
+    # an extra backend whose venv is missing is reported as skipped, with how to install it
+    monkeypatch.setenv("WMRL_MANISKILL_PYTHON", str(tmp_path / "no-python"))
+    assert not st.installed("maniskill") and "maniskill" not in st.parse_backends(None, quick=False)
+    res = st.run_all(quick=True, backends=["maniskill"])
+    assert "setup_maniskill.sh" in res["backends"]["maniskill"]["skipped"] and "steps_per_s" not in res
+    # re-using the built-in section of an earlier result keeps the fields benchmarks.report reads
+    old = tmp_path / "old.json"
+    old.write_text('{"steps_per_s": {"batched_16": 1200.0}, "ratio_vs_sync_vector_16": 2.5, "pusher_v5_steps_per_s": 300.0}')
+    res = st.run_all(quick=True, backends=["builtin", "maniskill"], reuse_builtin=str(old))
+    assert res["steps_per_s"]["batched_16"] == 1200.0 and res["ratio_vs_sync_vector_16"] == 2.5
+    assert res["backends"]["builtin"]["source"]["reused_from"] == str(old)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(WmrlError, match="has no built-in figures"):
+        st.run_all(True, ["builtin"], reuse_builtin=str(bad))

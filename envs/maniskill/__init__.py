@@ -3,6 +3,10 @@
 Tasks keep ManiSkill's ids (``PickCube-v1``, ...); they run with the ``pd_ee_delta_pose``
 controller in worker processes of the ManiSkill venv (``.ci/setup_maniskill.sh``). The suite
 ``maniskill`` holds all of them. See :mod:`envs.maniskill.vector_env` and ``docs/backends.md``.
+
+``PickCube-v1-mp100`` is ``PickCube-v1`` with a 100-step limit: ManiSkill's motion-planning demos
+of PickCube take about 75 steps (the default limit is 50), so policies cloned from them are
+evaluated with the longer limit (ManiSkill's own baselines do the same). It is not in the suite.
 """
 
 from __future__ import annotations
@@ -21,3 +25,8 @@ register_backend("maniskill", "envs.maniskill.vector_env:make_maniskill_vec")
 for _task_id, (_steps, _instruction) in TASKS.items():
     register_task(_task_id, "maniskill", _steps, ms_env_id=_task_id, instruction=_instruction)
 register_suite("maniskill", "maniskill", list(TASKS))
+
+#: variant id -> (ManiSkill env id, episode limit): same task, longer limit (see the module docstring).
+VARIANTS: dict[str, tuple[str, int]] = {"PickCube-v1-mp100": ("PickCube-v1", 100)}
+for _task_id, (_ms_id, _steps) in VARIANTS.items():
+    register_task(_task_id, "maniskill", _steps, ms_env_id=_ms_id, instruction=TASKS[_ms_id][1])

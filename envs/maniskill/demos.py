@@ -55,9 +55,21 @@ np.savez(out, n=np.array(len(meta["episodes"])), **eps)
 def generate(task: str, num: int, image_size: int, out: str | Path, overwrite: bool = False) -> Path:
     """Generate ``num`` successful motion-planning demos of ``task`` and write them to ``out``
     as a LeRobotDataset (``observation.image`` (S,S,3), ``observation.state`` (29 for
-    PickCube), ``action`` (7) in pd_ee_delta_pose with gripper +1 = close)."""
-    if task not in TASKS:
-        raise WmrlError(f"unknown ManiSkill task {task!r}; valid: {', '.join(TASKS)}")
+    PickCube), ``action`` (7) in pd_ee_delta_pose with gripper +1 = close).
+
+    ``task`` is a registered ManiSkill task id, or a variant such as ``PickCube-v1-mp100`` (the
+    planner runs its ManiSkill env; episodes are recorded under the variant id)."""
+    from envs.maniskill import VARIANTS
+
+    valid = [*TASKS, *VARIANTS]
+    if task not in valid:
+        raise WmrlError(f"unknown ManiSkill task {task!r}; valid: {', '.join(valid)}")
+    if not isinstance(num, int) or num < 1:
+        raise WmrlError(f"num={num!r} demos must be an integer >= 1")
+    ms_task = VARIANTS[task][0] if task in VARIANTS else task
+    from envs.base import check_image_size
+
+    image_size = check_image_size(image_size)
     py = str(venv_python("maniskill", "WMRL_MANISKILL_PYTHON", SETUP_SCRIPT, "mani-skill 3.0.1, mplib"))
     import os
 
@@ -70,17 +82,17 @@ def generate(task: str, num: int, image_size: int, out: str | Path, overwrite: b
             if r.returncode != 0:
                 raise WmrlError(f"{' '.join(args[1:4])} failed (exit {r.returncode}): {r.stderr.strip()[-400:]}")
 
-        run([py, "-m", "mani_skill.examples.motionplanning.panda.run", "-e", task, "-n", str(num), "-b", "cpu",
+        run([py, "-m", "mani_skill.examples.motionplanning.panda.run", "-e", ms_task, "-n", str(num), "-b", "cpu",
              "--only-count-success", "--record-dir", tmp])
-        raw = sorted(Path(tmp).glob(f"{task}/motionplanning/*.h5"))
+        raw = sorted(Path(tmp).glob(f"{ms_task}/motionplanning/*.h5"))
         if not raw:
-            raise WmrlError(f"the motion planner wrote no trajectory for {task}")
+            raise WmrlError(f"the motion planner wrote no trajectory for {ms_task}")
         run([py, "-m", "mani_skill.trajectory.replay_trajectory", "--traj-path", str(raw[0]),
              "--target-control-mode", "pd_ee_delta_pose", "--obs-mode", "rgb", "--save-traj",
              "--use-first-env-state", "--sim-backend", "cpu", "--num-envs", "1"])
-        replayed = sorted(Path(tmp).glob(f"{task}/motionplanning/*.rgb.pd_ee_delta_pose.*.h5"))
+        replayed = sorted(Path(tmp).glob(f"{ms_task}/motionplanning/*.rgb.pd_ee_delta_pose.*.h5"))
         if not replayed:
-            raise WmrlError(f"replay_trajectory wrote no pd_ee_delta_pose trajectory for {task}")
+            raise WmrlError(f"replay_trajectory wrote no pd_ee_delta_pose trajectory for {ms_task}")
         npz = Path(tmp) / "eps.npz"
         run([py, "-c", _EXTRACT, str(replayed[0]), str(npz), str(image_size)])
         data = np.load(npz)
@@ -99,7 +111,7 @@ def generate(task: str, num: int, image_size: int, out: str | Path, overwrite: b
                 "success": succ,
                 "done": np.arange(len(succ)) == len(succ) - 1,
             }
-            rec.add_episode(steps, TASKS[task][1], {"task_id": task, "seed": int(data[f"ep{k}_seed"]),
+            rec.add_episode(steps, TASKS[ms_task][1], {"task_id": task, "seed": int(data[f"ep{k}_seed"]),
                                                     "source": "maniskill motionplanning"})
         return rec.finalize()
 

@@ -60,6 +60,7 @@ def make_maniskill_vec(
     reward_mode: str = "normalized_dense",
     autoreset_mode: str = "next_step",
     seed: int | None = None,
+    render_size: int | None = 128,
 ) -> SubprocVecEnv:
     """Build a batched ManiSkill env (one task id per sub-env; the registry's ``make_vec``
     calls this).
@@ -75,6 +76,11 @@ def make_maniskill_vec(
         reward_mode: ManiSkill's reward mode.
         autoreset_mode: ``"next_step"`` (default) or ``"same_step"``.
         seed: accepted for API symmetry; seed episodes with ``reset(seed=...)``.
+        render_size: camera size rendered before an area resize to ``image_size`` (default 128,
+            ManiSkill's own camera size: frames then match the converted motion-planning demos,
+            which are 128x128 replays resized the same way; rendering 64x64 directly differs by
+            about 9 uint8 levels per pixel on average). None: render at ``image_size``. A render
+            size below ``image_size`` is raised to it.
 
     Returns:
         :class:`envs.subproc_vec.SubprocVecEnv` with ``image`` uint8 (N, S, S, 3) (unless
@@ -83,6 +89,10 @@ def make_maniskill_vec(
     """
     if image_size is not None:
         image_size = check_image_size(image_size)
+    if render_size is not None:
+        if not isinstance(render_size, int) or not 32 <= render_size <= 512:
+            raise WmrlError(f"render_size={render_size!r} must be an integer in [32, 512] or None")
+        render_size = max(render_size, image_size or 0)
     if sim_backend == "auto":
         sim_backend = "gpu" if has_cuda() else "cpu"
     if sim_backend not in ("cpu", "gpu"):
@@ -110,6 +120,7 @@ def make_maniskill_vec(
                 sim_backend=sim_backend,
                 max_episode_steps=max(specs[i].max_episode_steps for i in g) + 1,
                 reward_mode=reward_mode,
+                render_size=render_size if image_size else None,
             ),
         )
         for g in groups
@@ -122,7 +133,12 @@ def make_maniskill_vec(
         workers=workers,
         env={**maniskill_worker_env(), "PYTHONUNBUFFERED": "1"},
         autoreset_mode=autoreset_mode,
-        metadata={"image_size": image_size, "wrist_image": wrist_image, "num_workers": len(groups)},
+        metadata={
+            "image_size": image_size,
+            "render_size": render_size if image_size else None,
+            "wrist_image": wrist_image,
+            "num_workers": len(groups),
+        },
     )
     return env
 

@@ -53,6 +53,9 @@ class ManiSkillHost:
         sim_backend: ``"cpu"`` or ``"gpu"``.
         max_episode_steps: ManiSkill's own limit (the core enforces the registered one).
         reward_mode: ManiSkill reward mode (``"normalized_dense"``, ``"dense"``, ``"sparse"``).
+        render_size: camera size actually rendered (None: ``image_size``); frames are then
+            area-resized to ``image_size`` (what the demo converter does to ManiSkill's 128x128
+            replays, so policies see the same pixels in demos and in the env).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class ManiSkillHost:
         sim_backend: str,
         max_episode_steps: int,
         reward_mode: str = "normalized_dense",
+        render_size: int | None = None,
     ) -> None:
         import gymnasium as gym
         import mani_skill.envs  # noqa: F401  (registers the tasks)
@@ -72,6 +76,7 @@ class ManiSkillHost:
         self.env_ids = list(env_ids)
         self.instructions = list(instructions)
         self.image_size = image_size
+        self.render_size = render_size or image_size
         self.wrist_image = bool(wrist_image and image_size)
         self.gpu = sim_backend == "gpu"
         if self.gpu and len(set(env_ids)) != 1:
@@ -88,7 +93,7 @@ class ManiSkillHost:
             )
             if image_size:
                 kw["obs_mode"] = "rgb"
-                kw["sensor_configs"] = dict(width=image_size, height=image_size)
+                kw["sensor_configs"] = dict(width=self.render_size, height=self.render_size)
                 if self.wrist_image or env_id in WRISTCAM_ONLY:
                     kw["robot_uids"] = "panda_wristcam"
             else:
@@ -106,12 +111,21 @@ class ManiSkillHost:
         if not self.image_size:
             return {"state": _np(obs).astype(np.float32).reshape(_np(obs).shape[0], -1)}
         out = {
-            "image": _np(obs["sensor_data"]["base_camera"]["rgb"]).astype(np.uint8),
+            "image": self._resize(_np(obs["sensor_data"]["base_camera"]["rgb"]).astype(np.uint8)),
             "state": _flatten_state(obs),
         }
         if self.wrist_image:
-            out["wrist_image"] = _np(obs["sensor_data"]["hand_camera"]["rgb"]).astype(np.uint8)
+            out["wrist_image"] = self._resize(_np(obs["sensor_data"]["hand_camera"]["rgb"]).astype(np.uint8))
         return out
+
+    def _resize(self, frames: np.ndarray) -> np.ndarray:
+        """(k, R, R, 3) rendered frames -> (k, S, S, 3) by area interpolation (no-op when R == S)."""
+        s = self.image_size
+        if frames.shape[1] == s and frames.shape[2] == s:
+            return frames
+        import cv2
+
+        return np.stack([cv2.resize(f, (s, s), interpolation=cv2.INTER_AREA) for f in frames])
 
     def _set(self, rows: np.ndarray, new: dict[str, np.ndarray]) -> None:
         """Write observations of sub-envs ``rows`` into the cached batch."""
