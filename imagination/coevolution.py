@@ -207,24 +207,37 @@ def imagined_replays(world_model: Any, traj: Any) -> Any | None:
     """The world model's open-loop replay of every episode of ``traj``: from the real first ``T``
     frames it imagines the rest under the real actions. Rows stay aligned with ``traj`` (same
     states, actions, successes, weights; images after the context are imagined), so the real
-    outcome labels the imagined frames. None when no episode is longer than the context."""
+    outcome labels the imagined frames. When ``traj`` has terminal observations (the frame after
+    the last action, the one that shows success), the replay's terminal frame is imagined too
+    (one more step under the last action), so a success model trained on replays sees imagined
+    successes, not only imagined failures next to crisp real successes (which would teach it
+    that "blurry" means "failed"). None when no episode is longer than the context."""
     T = int(world_model.config.context_frames)
     images = np.array(traj.images, copy=True)
+    term = traj.terminal
+    term_images = None if term is None else np.array(term.images, copy=True)
     keep = []
     for e, (s, t) in enumerate(np.asarray(traj.episode_bounds)):
         h = int(t - s - T)
         if h < 1:
             continue
+        end = t if term_images is not None else t - 1  # the last action leads to the terminal frame
         out = world_model.rollout(
-            traj.images[s : s + T][None], traj.states[s : s + T][None], traj.actions[s + T - 1 : t - 1][None]
+            traj.images[s : s + T][None], traj.states[s : s + T][None], traj.actions[s + T - 1 : end][None]
         )
-        images[s + T : t] = out.frames[0].cpu().numpy()
+        frames = out.frames[0].cpu().numpy()
+        images[s + T : t] = frames[:h]
+        if term_images is not None:
+            term_images[e] = frames[h]
         keep.append(e)
     if not keep:
         return None
     from dataclasses import replace
 
-    return replace(traj, images=images).select_episodes(np.array(keep))
+    changes: dict[str, Any] = {"images": images}
+    if term_images is not None:
+        changes["terminal"] = replace(term, images=term_images)
+    return replace(traj, **changes).select_episodes(np.array(keep))
 
 
 __all__ = [

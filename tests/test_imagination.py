@@ -309,6 +309,31 @@ def test_imagined_replays_keep_real_labels(wm, data):
     np.testing.assert_array_equal(
         rep.successes[s:t], data.successes[s0 : s0 + (t - s)]
     )  # real outcome labels
+    assert rep.terminal is None  # the fixture's episodes carry no terminal observations
+
+    # with terminal observations, the replay's terminal frame is imagined too (one more step)
+    from dataclasses import replace
+
+    from wmrl.data import TerminalObs
+
+    ends = np.asarray(data.episode_bounds)[:, 1] - 1
+    term = TerminalObs(
+        images=data.images[ends].copy(),
+        wrist_images=None,
+        states=data.states[ends].copy(),
+        successes=np.asarray(data.episode_success, bool).copy(),
+    )
+    rep2 = imagined_replays(wm, replace(data, terminal=term))
+    # the same replay (frames of the last chunk may move slightly: its padding is now a real action)
+    assert np.abs(rep2.images.astype(np.int16) - rep.images.astype(np.int16)).mean() < 0.5
+    np.testing.assert_array_equal(rep2.terminal.successes, term.successes[long_eps])
+    assert not np.array_equal(rep2.terminal.images, term.images[long_eps])
+    with torch.no_grad():
+        s1, t1 = np.asarray(data.episode_bounds)[long_eps[0]]
+        one = wm.rollout(
+            data.images[s1 : s1 + T][None], data.states[s1 : s1 + T][None], data.actions[s1 + T - 1 : t1][None]
+        ).frames[0, -1].cpu().numpy()
+    np.testing.assert_array_equal(rep2.terminal.images[0], one)
 
 
 def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):
