@@ -67,14 +67,24 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "after RL in imagination", "imagination_rl_success", ">= SFT + 0.30"),
     ("imagination_lift.json", "co-evolution success by round", "coevolution_success_by_round", ""),
     ("imagination_lift.json", "RL in real sim, same real budget", "real_rl_same_budget_success", "imagination RL >= this"),
-    ("imagination_lift_medium2.json", "mid-size PushCube run (32x32, 1 seed): SFT success", "sft_success", ""),
-    ("imagination_lift_medium2.json", "mid-size run: after RL in imagination", "imagination_rl_success", ">= SFT + 0.30"),
-    ("imagination_lift_medium2.json", "mid-size run: co-evolution by round", "coevolution_success_by_round", ""),
-    ("imagination_lift_medium2.json", "mid-size run: RL in real sim, same budget", "real_rl_same_budget_success", ""),
+    ("imagination_lift.json", "seeds", "seeds", ">= 3"),
+    ("imagination_lift.json", "ablation: KIR off (start at t=0), after RL in imagination",
+     "ablations.kir_off.imagination_rl_success", ""),
+    ("imagination_lift.json", "ablation: gating off, after RL in imagination",
+     "ablations.gating_off.imagination_rl_success", ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
-    ("wm_policy_ranking_medium2.json", "mid-size run: world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
+    ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
+    ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",
+     lambda d: f"{_fmt(d.get('sft_success'))} / {_fmt(d.get('imagination_rl_success'))} / "
+     f"{_fmt(d.get('real_rl_same_budget_success'))}", ">= SFT + 0.30"),
+    ("sim_throughput.json", "ManiSkill3 steps/s, 1 sub-env: state only / 2 cameras at 64 / at 128",
+     lambda d: " / ".join(_fmt(_get(d, f"backends.maniskill.{k}.steps_per_second"))
+                          for k in ("state_only", "cameras_64", "cameras_128")), ""),
+    ("sim_throughput.json", "LIBERO steps/s, 1 sub-env: state only / 2 cameras at 64 / at 128",
+     lambda d: " / ".join(_fmt(_get(d, f"backends.libero.{k}.steps_per_second"))
+                          for k in ("state_only", "cameras_64", "cameras_128")), ""),
 ]
 
 
