@@ -68,6 +68,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "co-evolution success by round", "coevolution_success_by_round", ""),
     ("imagination_lift.json", "RL in real sim, same real budget", "real_rl_same_budget_success", "imagination RL >= this"),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
+    ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread (s)",
+     lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
     ("imagination_lift.json", "ablation: KIR off (start at t=0), after RL in imagination",
      "ablations.kir_off.imagination_rl_success", ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination",
