@@ -434,11 +434,10 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
 def _dims_the_world_model_reads(world_model: Any) -> list[int]:
     """Action dims that varied in the world model's training data (the others it ignores, like
     the real env they came from; see ``worldmodels`` ``norm_actions``)."""
-    std = getattr(world_model, "action_std", None)
     a_dim = int(world_model.config.action_dim)
-    if std is None:
+    if not hasattr(world_model, "action_dim_mask"):
         return list(range(a_dim))
-    dims = torch.nonzero(torch.as_tensor(std).cpu() > 1.5e-2).flatten().tolist()
+    dims = torch.nonzero(world_model.action_dim_mask().cpu()).flatten().tolist()
     return [int(d) for d in dims] or list(range(a_dim))
 
 

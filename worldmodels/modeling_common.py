@@ -364,8 +364,12 @@ class WorldModel(nn.Module):
         zeroed: the model cannot know what they do, and without this a policy's exploration noise
         on them (0.2 -> 20 sigma) drives the model far out of distribution (imagined frames turn to
         garbage that a reward model may score as success)."""
-        active = (self.action_std > 1.5e-2).to(torch.float32)
-        return (a.float() - self.action_mean) / self.action_std * active
+        return (a.float() - self.action_mean) / self.action_std * self.action_dim_mask()
+
+    def action_dim_mask(self) -> Tensor:
+        """float32 (A,): 1 for the action dims that varied in the training data (std above the
+        1e-2 floor ``fit_stats`` clamps to), 0 for the dims the model ignores."""
+        return (self.action_std > 1.5e-2).to(torch.float32)
 
     # ------------------------------------------------------------------ input checks
     def _check_frames(self, frames: Any, name: str = "frames") -> Tensor:
