@@ -28,7 +28,13 @@ from imagination.rollout_buffer import (
     collect_first_episodes,
     match_policy_to_env_dims,
 )
-from imagination.trainer_utils import load_trainer_checkpoint, save_trainer_checkpoint, trainable_parameters
+from imagination.trainer_utils import (
+    budget_exhausted,
+    iteration_generator,
+    resume_trainer,
+    save_trainer_checkpoint,
+    trainable_parameters,
+)
 from kernels.advantages import compute_group_advantages
 from wmrl.errors import ConfigError
 from wmrl.runs import RunDir, check_finite, seed_everything
@@ -200,23 +206,15 @@ def train_grpo(
     match_policy_to_env_dims(env, policy, ref_policy)
     seed_everything(cfg.seed)
     opt = torch.optim.Adam(trainable_parameters(policy), lr=cfg.lr)
-    history: list[dict[str, float]] = []
-    start = 0
-    if run is not None and (ckpt := run.latest_checkpoint()) is not None:
-        state = load_trainer_checkpoint(ckpt, {"policy": policy}, {"policy": opt})
-        start, history = state["iteration"], state["history"]
+    start, history = resume_trainer(run, {"policy": policy}, {"policy": opt})
     bar = tqdm(
         range(start, cfg.iterations), desc="GRPO", disable=not progress, initial=start, total=cfg.iterations
     )
     for it in bar:
-        if max_env_steps is not None and history:  # stop before the next iteration would exceed the budget
-            used = sum(h["env_steps"] for h in history)
-            if used + history[-1]["env_steps"] > max_env_steps:
-                break
+        if budget_exhausted(history, max_env_steps):  # stop before the next iteration would exceed it
+            break
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(
-            cfg.seed * 1_000_003 + it
-        )  # per iteration: resume == no interruption
+        gen = iteration_generator(cfg.seed, it)
         group_seeds = [cfg.seed * 1_000_003 + it * num_groups + g for g in range(num_groups)]
         seeds = [s for s in group_seeds for _ in range(cfg.group_size)]
         batch = collect_first_episodes(env, policy, cfg.max_chunks, seeds=seeds, ref_policy=ref_policy)

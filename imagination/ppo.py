@@ -23,7 +23,13 @@ from imagination.rollout_buffer import (
     match_policy_to_env_dims,
     obs_to_torch,
 )
-from imagination.trainer_utils import load_trainer_checkpoint, save_trainer_checkpoint, trainable_parameters
+from imagination.trainer_utils import (
+    budget_exhausted,
+    iteration_generator,
+    resume_trainer,
+    save_trainer_checkpoint,
+    trainable_parameters,
+)
 from kernels.advantages import compute_gae
 from wmrl.errors import ConfigError
 from wmrl.runs import RunDir, check_finite, seed_everything
@@ -141,23 +147,15 @@ def train_ppo(
         opts["critic"] = torch.optim.Adam(critic.parameters(), lr=cfg.critic_lr)
     value_fn = critic  # None: the policy's own value head
 
-    history: list[dict[str, float]] = []
-    start = 0
-    if run is not None and (ckpt := run.latest_checkpoint()) is not None:
-        state = load_trainer_checkpoint(ckpt, modules, opts)
-        start, history = state["iteration"], state["history"]
+    start, history = resume_trainer(run, modules, opts)
     bar = tqdm(
         range(start, cfg.iterations), desc="PPO", disable=not progress, initial=start, total=cfg.iterations
     )
     for it in bar:
-        if max_env_steps is not None and history:  # stop before the next iteration would exceed the budget
-            used = sum(h["env_steps"] for h in history)
-            if used + history[-1]["env_steps"] > max_env_steps:
-                break
+        if budget_exhausted(history, max_env_steps):  # stop before the next iteration would exceed it
+            break
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(
-            cfg.seed * 1_000_003 + it
-        )  # per iteration: resume == no interruption
+        gen = iteration_generator(cfg.seed, it)
         batch, last_value = collector.collect(policy, cfg.num_steps, value_fn)
         dones = batch.terminated | batch.truncated
         rewards = batch.rewards + cfg.gamma * batch.final_values * (batch.truncated & ~batch.terminated)

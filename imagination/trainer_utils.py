@@ -88,3 +88,28 @@ def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     if not params:
         raise WmrlError(f"{type(module).__name__} has no trainable parameters; nothing for RL to update")
     return params
+
+
+def resume_trainer(
+    run: RunDir | None, modules: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer]
+) -> tuple[int, list[dict[str, float]]]:
+    """``(start iteration, history)`` from ``run``'s latest checkpoint (loaded into ``modules`` /
+    ``optimizers``), or ``(0, [])`` without a run or a checkpoint."""
+    if run is None or (ckpt := run.latest_checkpoint()) is None:
+        return 0, []
+    state = load_trainer_checkpoint(ckpt, modules, optimizers)
+    return state["iteration"], state["history"]
+
+
+def budget_exhausted(history: list[dict[str, float]], max_env_steps: float | None) -> bool:
+    """True when another iteration as costly as the last would push the env steps executed so
+    far (``history[i]["env_steps"]``) past ``max_env_steps`` (None: no budget)."""
+    if max_env_steps is None or not history:
+        return False
+    return sum(h["env_steps"] for h in history) + history[-1]["env_steps"] > max_env_steps
+
+
+def iteration_generator(seed: int, iteration: int) -> torch.Generator:
+    """The generator of one iteration's sampling/minibatch order: a function of (seed, iteration)
+    only, so a resumed run draws exactly what an uninterrupted one would."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + iteration)
