@@ -40,6 +40,15 @@ def _last(v: Any) -> Any:
     return v[-1] if isinstance(v, list) and v else v
 
 
+def _best_sweep(d: dict) -> str:
+    """The threshold sweep's best Spearman and its threshold, e.g. "0.802 at 0.8"."""
+    sweep = [(v["spearman"], t) for t, v in (d.get("threshold_sweep") or {}).items() if v.get("spearman") is not None]
+    if not sweep:
+        return "n/a"
+    rho, t = max(sweep)
+    return f"{_fmt(rho)} at {t}"
+
+
 # (file, label, path-or-fn, goal)
 ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "built-in suite, 16 envs, 64x64 render: env-steps/s", "steps_per_s.batched_16", ">= 1,000"),
@@ -56,6 +65,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("wm_fidelity.json", "object error px at h=16 (model / copy-last)",
      lambda d: f"{_fmt(_last(d.get('object_error_px_by_horizon')))} / "
      f"{_fmt(_last(_get(d, 'baseline_copy_last.object_error_px_by_horizon')))}", "model <= copy-last / 2"),
+    ("wm_fidelity.json", "from a reset (context = first frame x4): PSNR at h=16 (model / copy-last)",
+     lambda d: f"{_fmt(_last(_get(d, 'from_reset.psnr_by_horizon')))} / "
+     f"{_fmt(_last(_get(d, 'from_reset.baseline_copy_last.psnr_by_horizon')))}", ""),
     ("wm_fidelity.json", "action-shuffle moving-PSNR drop (dB)", "action_shuffle_psnr_drop", ">= 2"),
     ("wm_fidelity.json", "imagined frames/s (batch 32, 64x64)", "imagined_frames_per_s", ">= 100"),
     ("policy_sft.json", "SFT success, small demo budget", "small_budget_success", "0.2-0.6"),
@@ -76,6 +88,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "ablations.gating_off.imagination_rl_success", ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
+    ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
+     lambda d: _best_sweep(d), ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",

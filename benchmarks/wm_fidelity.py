@@ -18,7 +18,10 @@ baseline. Per horizon step:
   the last context frame): most cubes stand still, which copy-last gets right for free;
 * action sensitivity: the same rollouts with each window's actions replaced by another window's
   (a cyclic shift over windows from different episodes): ``action_shuffle_psnr_drop`` (moving-region
-  PSNR, mean over horizon steps) and ``action_shuffle_object_error_rise_px``.
+  PSNR, mean over horizon steps) and ``action_shuffle_object_error_rise_px``;
+* ``from_reset`` (per family): the same PSNR / object metrics from each held-out episode's first
+  frame, with the context filled as a reset fills it (that frame repeated T times), against
+  copy-last: where imagined episodes from a reset begin, with the episode's largest arm motion.
 Speed: ``imagined_frames_per_s`` (rollout of 16 steps at batch 32, 64x64, median of repeats),
 ``flops_per_frame`` (torch FLOP counter), ``fraction_of_matmul_peak`` against a plain bf16/fp32
 matmul measured in the same run, ``sampler_kernel_speedup`` (kernels.sampling fast vs reference,
@@ -175,6 +178,42 @@ def eval_windows(test, context: int, horizon: int, n: int, seed: int) -> dict[st
         "states": np.asarray(test.states, np.float32)[idx[:, :context]],
         "actions": np.asarray(test.actions, np.float32)[idx[:, context - 1 : context + horizon - 1]],
         "episode": np.asarray(test.episode_index)[pick_a],
+    }
+
+
+def reset_windows(test, context: int, horizon: int) -> dict[str, np.ndarray]:
+    """One window per held-out episode at least ``horizon + 1`` frames long, starting at its first
+    frame with the context filled the way a reset fills it (the first frame and state repeated T
+    times): frames (N, T+H, h, w, 3) whose last H are the episode's frames 1..H, states (N, T, D),
+    actions (N, H, A) (the episode's actions 0..H-1)."""
+    starts = [int(s) for s, e in np.asarray(test.episode_bounds) if e - s >= horizon + 1]
+    st = np.asarray(starts, np.int64)
+    ctx = np.repeat(st[:, None], context, axis=1)
+    fut = st[:, None] + 1 + np.arange(horizon)[None]
+    return {
+        "frames": test.images[np.concatenate([ctx, fut], 1)],
+        "states": np.asarray(test.states, np.float32)[ctx],
+        "actions": np.asarray(test.actions, np.float32)[st[:, None] + np.arange(horizon)[None]],
+        "episode": np.asarray(test.episode_index)[st],
+    }
+
+
+def evaluate_from_reset(model, w: dict[str, np.ndarray], context: int) -> dict[str, Any]:
+    """Rollouts from episode starts (``reset_windows``): how imagined episodes from a reset begin.
+    The largest motions of an episode (the arm leaving its home pose) happen here."""
+    import torch
+
+    torch.manual_seed(0)
+    real, last = w["frames"][:, context:], w["frames"][:, context - 1]
+    pred = rollout_all(model, w, w["actions"])
+    m = horizon_metrics(pred, real, last)
+    base = horizon_metrics(np.repeat(last[:, None], real.shape[1], axis=1), real, last)
+    keep = ("psnr_by_horizon", "moving_psnr_by_horizon", "object_error_px_by_horizon")
+    return {
+        "episodes": int(len(real)),
+        **{k: m[k] for k in keep},
+        "baseline_copy_last": {k: base[k] for k in keep},
+        "psnr_minus_copy_last_db_h16": m["psnr_by_horizon"][-1] - base["psnr_by_horizon"][-1],
     }
 
 
@@ -492,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         sweep = ([1, 2] if quick else [1, 2, 3, 4]) if fam == "diffusion" else None
         r = evaluate_family(model, windows, context, sweep)
+        r["from_reset"] = evaluate_from_reset(model, reset_windows(test, context, horizon), context)
         r["eval_s"] = time.perf_counter() - t0
         r.update(speed(model, repeats=3))
         if quick:

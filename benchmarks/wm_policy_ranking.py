@@ -14,6 +14,8 @@ co-evolution checkpoints, the real-RL baseline, the SFT policy with Gaussian act
 several levels, and a uniform random policy. (The scripted experts read the simulator's
 privileged state, which a world model does not have, so they cannot act inside it.)
 
+``threshold_sweep``: the same statistics if imagined success meant "the success probability ever
+reached t" (from a second imagined pass that never stops on success), for a range of t.
 Fields: ``pearson``, ``spearman``, ``mmrv`` (mean maximum rank violation, lower is better),
 ``policies`` (per-policy imagined vs real success), and ``refuted`` (imagined successes the real
 simulator refutes, counted over all imagined successes and over those that passed gating),
@@ -24,6 +26,7 @@ equals the real one).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -75,7 +78,10 @@ def paired_episodes(
 ) -> dict[str, np.ndarray]:
     """Run ``policy`` from the same real starts in the real simulator and in the world model.
 
-    Returns bool arrays (E,): ``real``, ``imagined``, ``gate_ok`` (every imagined step reliable)."""
+    Returns bool arrays (E,): ``real``, ``imagined``, ``gate_ok`` (every imagined step reliable),
+    and float (E,) ``imagined_max_p``: the highest success probability of a second imagined pass
+    that never terminates on success (threshold 0.999) over the whole horizon, so that the imagined
+    outcome at any threshold t is ``imagined_max_p >= t`` (the threshold sweep)."""
     import envs
     from envs.wrappers import ActionChunkWrapper
     from imagination.imagined_env import ImaginedEnvConfig, ImaginedVectorEnv
@@ -83,7 +89,7 @@ def paired_episodes(
 
     wm, sm, exe = pipe.load_models(pipe.cfg.coevolution_config().rounds)
     k = policy.chunk_size
-    out = {"real": [], "imagined": [], "gate_ok": []}
+    out = {"real": [], "imagined": [], "gate_ok": [], "imagined_max_p": []}
     for ti, task in enumerate(tasks):
         n = episodes_per_task
         seeds = [seed + 1000 * ti + e for e in range(n)]
@@ -100,20 +106,33 @@ def paired_episodes(
             }
         )
         imag = ImaginedVectorEnv(wm, pipe.trajectories(), success_model=sm, exec_reward=exe, config=icfg)
+        sweep_cfg = dataclasses.replace(icfg, success_threshold=0.999, gate="off")
+        sweep = ImaginedVectorEnv(wm, pipe.trajectories(), success_model=sm, config=sweep_cfg)
         obs_r, info_r = real.reset(seed=seeds)
-        obs_i, info_i = imag.reset_to(
-            obs_r["image"][:, None], obs_r["state"][:, None], env_instructions(real, info_r), [task] * n
-        )
-        for name, env, obs, info in (("real", real, obs_r, info_r), ("imagined", imag, obs_i, info_i)):
+        instr = env_instructions(real, info_r)
+        obs_i, info_i = imag.reset_to(obs_r["image"][:, None], obs_r["state"][:, None], instr, [task] * n)
+        obs_s, info_s = sweep.reset_to(obs_r["image"][:, None], obs_r["state"][:, None], instr, [task] * n)
+        for name, env, obs, info in (
+            ("real", real, obs_r, info_r),
+            ("imagined", imag, obs_i, info_i),
+            ("sweep", sweep, obs_s, info_s),
+        ):
             alive, succ, gate = np.ones(n, bool), np.zeros(n, bool), np.ones(n, bool)
+            max_p = np.zeros(n)
             for _ in range(horizon_chunks):
                 a = policy.act(obs, env_instructions(env, info), deterministic=True).actions
                 obs, _, term, trunc, info = env.step(np.asarray(a.cpu(), np.float32))
                 succ |= alive & np.asarray(info["success"], bool)
                 gate &= ~alive | np.asarray(info.get("gate_ok", np.ones(n, bool)), bool)
+                if "chunk_success_prob" in info:
+                    chunk_max = np.nan_to_num(info["chunk_success_prob"], nan=0.0).max(1)
+                    max_p = np.where(alive, np.maximum(max_p, chunk_max), max_p)
                 alive &= ~(np.asarray(term) | np.asarray(trunc))
                 if not alive.any():
                     break
+            if name == "sweep":
+                out["imagined_max_p"].append(np.maximum(max_p, succ.astype(float)))
+                continue
             out[name].append(succ)
             if name == "imagined":
                 out["gate_ok"].append(gate)
@@ -144,6 +163,27 @@ def rank_stats(imagined: np.ndarray, real: np.ndarray) -> dict[str, float | None
         for i in range(n)
     ]
     out["mmrv"] = float(np.mean(viol)) if n else None
+    return out
+
+
+SWEEP_THRESHOLDS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
+
+
+def threshold_sweep(pairs: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, float | None]]:
+    """Ranking statistics if imagined success meant ``imagined_max_p >= t``, for each sweep threshold
+    t: how much of the ranking error is the threshold's, and how much the probabilities'."""
+    real = np.array([p["real"].mean() for p in pairs.values()])
+    out = {}
+    for t in SWEEP_THRESHOLDS:
+        imag_eps = {n: p["imagined_max_p"] >= t for n, p in pairs.items()}
+        imag = np.array([v.mean() for v in imag_eps.values()])
+        out[str(t)] = {
+            **rank_stats(imag, real),
+            "episode_agreement": float(
+                np.mean([(imag_eps[n] == p["real"]).mean() for n, p in pairs.items()])
+            ),
+            "mean_imagined_success": float(imag.mean()),
+        }
     return out
 
 
@@ -186,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     cands["random"] = RandomPolicy(sft.chunk_size, sft.image_size)
     horizon = -(-max(envs.task_spec(t).max_episode_steps for t in tasks) // sft.chunk_size)
     rows, refuted = {}, {"all": 0, "all_imagined_successes": 0, "gated": 0, "gated_imagined_successes": 0}
+    pairs: dict[str, dict[str, np.ndarray]] = {}
     for name, pol in cands.items():
-        r = paired_episodes(pol, pipe, tasks, eps, a.seed, horizon)
+        r = pairs[name] = paired_episodes(pol, pipe, tasks, eps, a.seed, horizon)
         gated_imag = r["imagined"] & r["gate_ok"]
         rows[name] = {
             "real_success": float(r["real"].mean()),
@@ -214,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         "gated": rank_stats(imag_g, real),
         "policies": rows,
         "refuted": refuted,
+        "threshold_sweep": threshold_sweep(pairs),
+        "success_source": cfg.imagination_config().success_source,
+        "success_threshold": cfg.imagination_config().success_threshold,
         "episode_agreement": float(np.mean([v["episode_agreement"] for v in rows.values()])),
         "num_policies": len(rows),
         "episodes_per_task": eps,

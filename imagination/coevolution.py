@@ -240,8 +240,65 @@ def imagined_replays(world_model: Any, traj: Any) -> Any | None:
     return replace(traj, **changes).select_episodes(np.array(keep))
 
 
+def imagined_random_failures(world_model: Any, traj: Any, episodes: int, seed: int = 0) -> Any | None:
+    """Hard negatives for the success model: the world model's rollouts of *uniformly random*
+    action chunks from the first frame of ``episodes`` episodes of ``traj`` (context filled as a
+    reset fills it), each as long as its source episode, every frame labelled a failure.
+
+    A random policy does not solve the built-in tasks from a reset (0 of 72 paired real episodes in
+    ``benchmarks/results/wm_policy_ranking.json``), but inside a world model its jittering arm
+    turns into smeared blobs that a success model trained on real frames and replays alone can
+    score as success (it gave a random policy 51-65% imagined success). Only dims the world model
+    reads get random values (the others stay 0). Rows: images from the rollout (the first is the
+    real reset frame), the source episode's states (not imagined), the random actions, rewards 0,
+    successes False; the terminal frame is the rollout's next frame when ``traj`` has terminals.
+    None when ``episodes`` is 0 or no episode is longer than one step."""
+    if episodes <= 0:
+        return None
+    T = int(world_model.config.context_frames)
+    bounds = np.asarray(traj.episode_bounds)
+    long_eps = np.flatnonzero(bounds[:, 1] - bounds[:, 0] >= 2)
+    if len(long_eps) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(long_eps, size=min(int(episodes), len(long_eps)), replace=False))
+    sub = traj.select_episodes(pick)
+    images = np.array(sub.images, copy=True)
+    actions = np.zeros_like(np.asarray(sub.actions, np.float32))
+    dims = world_model.action_dim_mask().cpu().numpy().astype(bool)
+    term = sub.terminal
+    term_images = None if term is None else np.array(term.images, copy=True)
+    for e, (s, t) in enumerate(np.asarray(sub.episode_bounds)):
+        n = int(t - s)
+        a = np.zeros((n, actions.shape[1]), np.float32)
+        a[:, dims] = rng.uniform(-1.0, 1.0, (n, int(dims.sum())))
+        actions[s:t] = a
+        steps = n if term_images is not None else n - 1  # action i leads to frame i+1
+        out = world_model.rollout(
+            np.repeat(sub.images[s : s + 1], T, 0)[None],
+            np.repeat(np.asarray(sub.states[s : s + 1], np.float32), T, 0)[None],
+            a[:steps][None],
+        )
+        frames = out.frames[0].cpu().numpy()
+        images[s + 1 : t] = frames[: n - 1]
+        if term_images is not None:
+            term_images[e] = frames[n - 1]
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {
+        "images": images,
+        "actions": actions,
+        "rewards": np.zeros_like(np.asarray(sub.rewards)),
+        "successes": np.zeros_like(np.asarray(sub.successes, bool)),
+    }
+    if term_images is not None:
+        changes["terminal"] = replace(term, images=term_images, successes=np.zeros_like(term.successes))
+    return replace(sub, **changes)
+
+
 __all__ = [
     "CoevolutionConfig",
+    "imagined_random_failures",
     "imagined_replays",
     "coevolve_models",
     "failure_weights",

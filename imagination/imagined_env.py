@@ -10,8 +10,10 @@
   ``chunk_frames`` as there.
 * Reset fills the world-model context with the real frames ending at a keyframe
   (:mod:`imagination.keyframes`); equal per-env seeds give equal keyframes (GRPO groups).
-* Success probability per imagined frame comes from the success reward model (or the world
-  model's success head); crossing ``success_threshold`` terminates. Reward ``"success"`` (1 at
+* Success probability per imagined frame comes from the success reward model, the world
+  model's success head, or the lower of the two (``success_source``); crossing
+  ``success_threshold`` terminates. ``info["success_prob"]`` (N,) is the last executed frame's,
+  ``info["chunk_success_prob"]`` (N, K) every executed frame's (NaN after a success). Reward ``"success"`` (1 at
   success), ``"relative"`` (``p_t - p_{t-1}`` summed over the chunk) or ``"world_model"`` (the
   world model's reward head). Truncation after ``horizon`` chunks.
 * Gating: every step reports ``info["exec_score"]`` (mean IDM executability score of the
@@ -35,6 +37,8 @@ from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from wmrl.errors import ConfigError, DatasetError, WmrlError
 from wmrl.runs import check_finite
 
+SUCCESS_SOURCES = ("success_model", "world_model", "min")
+
 
 @dataclass
 class ImaginedEnvConfig:
@@ -45,6 +49,9 @@ class ImaginedEnvConfig:
     keyframes: keyframe strategy (:class:`imagination.keyframes.KeyframeConfig`).
     reward: ``success`` | ``relative`` | ``world_model``.
     success_threshold: success probability that counts as success (terminates).
+    success_source: where an imagined frame's success probability comes from: ``success_model``
+        (the success reward model; the world model's head when the env has none), ``world_model``
+        (the world model's success head), or ``min`` (the lower of the two: a success needs both).
     gate: ``mask`` | ``terminate`` | ``off``.
     exec_threshold: minimum executability score of a reliable step.
     confidence_threshold: minimum reward confidence of a reliable step.
@@ -57,6 +64,7 @@ class ImaginedEnvConfig:
     keyframes: KeyframeConfig = None  # type: ignore[assignment]
     reward: str = "success"
     success_threshold: float = 0.5
+    success_source: str = "success_model"
     gate: str = "mask"
     exec_threshold: float = 0.25
     confidence_threshold: float = 0.1
@@ -71,6 +79,10 @@ class ImaginedEnvConfig:
             raise ConfigError(f"horizon={self.horizon!r} must be an integer >= 1")
         if self.reward not in ("success", "relative", "world_model"):
             raise ConfigError(f"reward={self.reward!r}; expected 'success', 'relative' or 'world_model'")
+        if self.success_source not in SUCCESS_SOURCES:
+            raise ConfigError(
+                f"success_source={self.success_source!r}; expected one of {', '.join(SUCCESS_SOURCES)}"
+            )
         if self.gate not in ("mask", "terminate", "off"):
             raise ConfigError(f"gate={self.gate!r}; expected 'mask', 'terminate' or 'off'")
         if not 0.0 < self.success_threshold < 1.0:
@@ -268,11 +280,18 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
     def _success_prob(self, frames: np.ndarray, instructions: list[str], wm_prob: np.ndarray | None = None):
         """frames uint8 (B, K, H, W, 3) -> (prob (B, K), confidence (B, K)) in [0, 1]."""
         b, k = frames.shape[:2]
-        if self.success_model is not None:
+        src = self.config.success_source
+        use_model = self.success_model is not None and src != "world_model"
+        if src == "world_model" and wm_prob is None:
+            # a reset frame has no world-model prediction yet: nothing imagined has succeeded
+            return np.zeros((b, k), np.float32), np.ones((b, k), np.float32)
+        if use_model:
             p = self.success_model.predict(
                 frames.reshape(b * k, *frames.shape[2:]), [s for s in instructions for _ in range(k)]
             )
             p = p.float().cpu().numpy().reshape(b, k)
+            if src == "min" and wm_prob is not None:
+                p = np.minimum(p, wm_prob)
         elif wm_prob is not None:
             p = wm_prob
         else:
@@ -280,7 +299,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         check_finite("imagined success probability", p)
         thr = self.config.success_threshold
         conf = np.abs(p - thr) / np.where(p >= thr, 1.0 - thr, thr)
-        if self.success_model is not None and wm_prob is not None:
+        if use_model and wm_prob is not None:
             conf = conf * (1.0 - np.abs(p - wm_prob))
         return p.astype(np.float32), conf.astype(np.float32)
 
@@ -307,6 +326,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         conf_out = np.full(n, np.nan, np.float32)
         gate_ok = np.ones(n, bool)
         success_prob = self._prev_p.copy()
+        chunk_success_prob = np.full((n, k), np.nan, np.float32)
         if len(act):
             frames, probs, confs, wm_rew, states = self._imagine(act, a[act])
             b = len(act)
@@ -339,6 +359,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
             c_min = np.where(ok, confs, np.inf).min(1)
             conf_out[act] = c_min
             success_prob[act] = probs[rows, last]
+            chunk_success_prob[act] = np.where(ok, probs, np.nan)
             good = c_min >= cfg.confidence_threshold
             if es is not None:
                 exec_score[act] = np.nanmean(es, 1)
@@ -362,6 +383,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         info.update(
             chunk_valid=valid,
             chunk_rewards=chunk_rewards,
+            chunk_success_prob=chunk_success_prob,
             chunk_frames=chunk_frames,
             exec_score=exec_score,
             reward_confidence=conf_out,

@@ -65,17 +65,25 @@ class RewardsConfig:
     imagined_replays: also train the success model on the world model's open-loop replays of the
     demo episodes, labelled by their real outcomes, so it learns what a real success looks like
     *through the world model* (imagined frames are blurrier and can drift; a classifier trained on
-    real frames alone over-trusts them)."""
+    real frames alone over-trusts them);
+    imagined_random_failures: that many world-model rollouts of uniformly random actions from demo
+    episodes' first frames, labelled failures, join the success model's data (hard negatives:
+    see :func:`imagination.coevolution.imagined_random_failures`; 0: off)."""
 
     idm_steps: int = 600
     success_steps: int = 600
     batch_size: int = 64
     calibrate_clips: int = 64
     imagined_replays: bool = True
+    imagined_random_failures: int = 0
     idm: dict = field(default_factory=dict)
     success: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.imagined_random_failures < 0:
+            raise ConfigError(
+                f"rewards.imagined_random_failures={self.imagined_random_failures} must be >= 0 (episodes)"
+            )
         if self.idm_steps < 1 or self.success_steps < 1 or self.calibrate_clips < 1:
             raise ConfigError(
                 f"rewards: idm_steps={self.idm_steps}, success_steps={self.success_steps}, "
@@ -302,16 +310,27 @@ class Pipeline:
         clips, acts = _real_clips(traj, 5, rc.calibrate_clips, self.cfg.seed)
         cal = exe.calibrate(clips, acts)
         exe.save_pretrained(self.root / "rewards" / "executability")
-        data = traj
-        replay_eps = 0
-        if rc.imagined_replays:
-            from imagination.coevolution import imagined_replays
-            from wmrl.data import Trajectories
+        parts = [traj]
+        replay_eps = negative_eps = 0
+        if rc.imagined_replays or rc.imagined_random_failures:
+            from imagination.coevolution import imagined_random_failures, imagined_replays
             from worldmodels import load_world_model
 
-            replays = imagined_replays(load_world_model(self.root / "world_model" / "model").eval(), traj)
+            wm = load_world_model(self.root / "world_model" / "model").eval()
+            replays = imagined_replays(wm, traj) if rc.imagined_replays else None
             if replays is not None:
-                data, replay_eps = Trajectories.concat([traj, replays]), replays.num_episodes
+                parts.append(replays)
+                replay_eps = replays.num_episodes
+            negatives = imagined_random_failures(wm, traj, rc.imagined_random_failures, seed=self.cfg.seed)
+            if negatives is not None:
+                parts.append(negatives)
+                negative_eps = negatives.num_episodes
+        if len(parts) > 1:
+            from wmrl.data import Trajectories
+
+            data = Trajectories.concat(parts)
+        else:
+            data = traj
         succ = train_success_model(
             data,
             to_dataclass({"image_size": size, **rc.success}, SuccessModelConfig, where="rewards.success."),
@@ -325,6 +344,7 @@ class Pipeline:
             "exec_scale": cal["scale"],
             "exec_step_scale": cal["step_scale"],
             "success_imagined_replay_episodes": replay_eps,
+            "success_imagined_random_failure_episodes": negative_eps,
         }
 
     def s_sft(self) -> dict:

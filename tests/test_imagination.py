@@ -135,6 +135,31 @@ def test_success_termination_and_rewards(wm, data):
     np.testing.assert_allclose(r, info["success_prob"] - p0, atol=1e-5)  # telescoping p_t - p_{t-1}
 
 
+def test_success_source_picks_the_success_model_the_world_model_head_or_both(wm, data):
+    """success_source: the success reward model's probability, the world model's own success head,
+    or the lower of the two; the same actions from the same keyframes give the same frames."""
+    from rewards import SuccessModelConfig, SuccessRewardModel
+
+    torch.manual_seed(0)
+    sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
+    acts = np.random.default_rng(1).uniform(-1, 1, (8, 2, 7)).astype(np.float32)
+    probs = {}
+    for src in ("success_model", "world_model", "min"):
+        env = make_env(wm, data, success_model=sm, success_source=src, success_threshold=0.999)
+        env.reset(seed=3)
+        obs, *_, info = env.step(acts)
+        probs[src] = info["success_prob"]
+    head_only = make_env(wm, data, success_threshold=0.999)  # no success model: the head
+    head_only.reset(seed=3)
+    np.testing.assert_allclose(probs["world_model"], head_only.step(acts)[-1]["success_prob"], atol=1e-6)
+    p_model = sm.predict(obs["image"], info["instruction"]).float().numpy()
+    np.testing.assert_allclose(probs["success_model"], p_model, atol=1e-5)
+    np.testing.assert_allclose(probs["min"], np.minimum(probs["success_model"], probs["world_model"]), atol=1e-5)
+    assert not np.allclose(probs["success_model"], probs["world_model"])
+    with pytest.raises(ConfigError, match="success_source='both'"):
+        make_env(wm, data, success_source="both")
+
+
 def test_gating_mask_terminate_off(wm, data, exec_reward):
     acts = np.random.default_rng(0).uniform(-1, 1, (8, 2, 7)).astype(np.float32)
     for gate, expect_ok, expect_trunc in (
@@ -295,6 +320,20 @@ def test_ranking_statistics():
     assert rank_stats(np.zeros(6), real)["spearman"] is None  # undefined for a constant estimate
 
 
+def test_threshold_sweep_reads_success_as_max_probability_reaching_t():
+    from benchmarks.wm_policy_ranking import SWEEP_THRESHOLDS, threshold_sweep
+
+    real = {"good": np.array([1, 1, 1, 0], bool), "bad": np.array([0, 0, 0, 1], bool)}
+    max_p = {"good": np.array([0.99, 0.96, 0.6, 0.2]), "bad": np.array([0.6, 0.6, 0.6, 0.4])}
+    sw = threshold_sweep({n: {"real": real[n], "imagined_max_p": max_p[n]} for n in real})
+    assert set(sw) == {str(t) for t in SWEEP_THRESHOLDS}
+    assert sw["0.5"]["mean_imagined_success"] == pytest.approx((3 / 4 + 3 / 4) / 2)
+    assert sw["0.5"]["episode_agreement"] == pytest.approx((4 / 4 + 0 / 4) / 2)
+    assert sw["0.95"]["mean_imagined_success"] == pytest.approx((2 / 4 + 0) / 2)
+    assert sw["0.95"]["episode_agreement"] == pytest.approx((3 / 4 + 3 / 4) / 2)
+    assert sw["0.98"]["pearson"] == pytest.approx(1.0)  # 2 policies, ordered as in the real sim
+
+
 def test_imagined_replays_keep_real_labels(wm, data):
     from imagination.coevolution import imagined_replays
 
@@ -334,6 +373,27 @@ def test_imagined_replays_keep_real_labels(wm, data):
             data.images[s1 : s1 + T][None], data.states[s1 : s1 + T][None], data.actions[s1 + T - 1 : t1][None]
         ).frames[0, -1].cpu().numpy()
     np.testing.assert_array_equal(rep2.terminal.images[0], one)
+
+
+def test_imagined_random_failures_are_labelled_failures(wm, data):
+    from imagination.coevolution import imagined_random_failures
+    from wmrl.data import Trajectories
+
+    neg = imagined_random_failures(wm, data, episodes=5, seed=0)
+    assert neg.num_episodes == 5 and not neg.successes.any() and not neg.rewards.any()
+    assert neg.terminal is None or not neg.terminal.successes.any()
+    used = wm.action_dim_mask().numpy().astype(bool)
+    assert (neg.actions[:, ~used] == 0).all() and np.abs(neg.actions[:, used]).max() <= 1.0
+    assert neg.actions[:, used].std() > 0.3  # uniform in [-1, 1], not the demos' actions
+    firsts = {data.images[s].tobytes() for s, _ in data.episode_bounds}
+    for s, t in neg.episode_bounds:
+        assert neg.images[s].tobytes() in firsts  # starts at a real reset frame ...
+        assert not (neg.images[s + 1 : t] == neg.images[s]).all()  # ... then imagined
+    both = Trajectories.concat([data, neg])
+    assert both.num_episodes == data.num_episodes + 5
+    assert imagined_random_failures(wm, data, episodes=0) is None
+    again = imagined_random_failures(wm, data, episodes=5, seed=0)
+    np.testing.assert_array_equal(again.actions, neg.actions)  # seeded
 
 
 def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):

@@ -6,6 +6,7 @@ that learns must use the actions); the state is the square's position.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -431,8 +432,8 @@ def test_object_oversample_draws_windows_where_objects_move():
     def moving_share(oversample: float) -> float:
         m = tiny_model("deterministic", object_colors=CUBES, object_oversample=oversample)
         s = WindowSampler(traj, m.config, seed=0)
-        starts = s.rng.choice(s.starts, size=2000, p=s.p)
-        return float((ep[starts] == 0).mean())
+        drawn = s.rng.choice(len(s.starts), size=2000, p=s.p)
+        return float((ep[s.floor[drawn]] == 0).mean())
 
     assert moving_share(1.0) == 1.0
     assert 0.55 < moving_share(0.5) < 0.7  # half oversampled + a quarter of the uniform half
@@ -440,7 +441,37 @@ def test_object_oversample_draws_windows_where_objects_move():
     # episode weights still gate: an episode with weight 0 is never drawn, even if its objects move
     m = tiny_model("deterministic", object_colors=CUBES, object_oversample=1.0)
     s = WindowSampler(traj, m.config, episode_weights=np.array([0.0, 1.0, 1.0, 1.0]), seed=0)
-    assert (ep[s.rng.choice(s.starts, size=500, p=s.p)] != 0).all()
+    assert (ep[s.floor[s.rng.choice(len(s.starts), size=500, p=s.p)]] != 0).all()
+
+
+def test_episode_start_windows_pad_the_context_like_a_reset():
+    """Windows may begin up to T-1 rows before an episode: their context repeats the first frame
+    (as ``init_context`` from a reset does) and their targets and actions are real rows of it."""
+    traj = synthetic_trajectories(episodes=3, length=12)
+    frame_id = np.arange(len(traj.images))
+    traj.images[:] = (frame_id % 251)[:, None, None, None].astype(np.uint8)  # frame row, readable back
+    traj.actions[:, 0] = frame_id / 100.0
+    m = tiny_model("deterministic")
+    t = m.config.context_frames
+    s = WindowSampler(traj, m.config, seed=0)
+    assert s.padded_windows == 3 * (t - 1)
+    batch = s.sample(4000)
+    rows = batch["frames"][:, :, 0, 0, 0].numpy().astype(int)
+    act_rows = np.rint(batch["actions"][:, :, 0].numpy() * 100).astype(int)
+    ep = np.asarray(traj.episode_index)
+    padded = rows[:, 0] == rows[:, 1]
+    assert padded.any() and (~padded).any()
+    for r, a in zip(rows, act_rows):
+        assert len(set(ep[r])) == 1  # never crosses an episode boundary
+        ctx, tgt = r[:t], r[t:]
+        first = ctx[0]
+        assert first == ep.tolist().index(ep[first]) or (np.diff(ctx) == 1).all()
+        assert (np.diff(tgt) == 1).all() and tgt[0] == ctx[-1] + 1  # real consecutive targets
+        assert (a == tgt - 1).all()  # action i produces target frame i
+    # a padded window's first target is an episode's frame 1, from a context of frame 0 only
+    assert set(rows[padded, t] - rows[padded, 0]) <= set(range(1, t))
+    off = dataclasses.replace(m.config, episode_start_windows=False)
+    assert WindowSampler(traj, off, seed=0).padded_windows == 0
 
 
 def test_object_config_checks_and_roundtrip(tmp_path):

@@ -45,6 +45,11 @@ class WorldModelConfig:
             change (object masks of the target frames differ from the last context frame's),
             proportionally to how many change; the rest are drawn as usual. Object contacts are
             rare and small in scripted data, so uniform sampling rarely shows them.
+        episode_start_windows: also train on the T-1 windows per episode whose context starts
+            before the episode, left-padded by repeating the first frame and state, exactly as a
+            rollout from a reset (or from a keyframe near the start) fills its context. Without
+            them a model never sees a padded context nor predicts an episode's first frames, and
+            imagined episodes from t=0 blur from the first chunk.
         state_loss_weight / reward_loss_weight / success_loss_weight: head loss weights.
         autocast_bf16: run forward passes under ``torch.autocast(dtype=bfloat16)``.
         seed: seed for the weight initialisation.
@@ -69,6 +74,7 @@ class WorldModelConfig:
     object_color_cos: float = 0.97
     object_weight: float = 0.0
     object_oversample: float = 0.0
+    episode_start_windows: bool = True
     state_loss_weight: float = 1.0
     reward_loss_weight: float = 1.0
     success_loss_weight: float = 0.1

@@ -709,6 +709,9 @@ class WindowSampler:
     (B, T+K, D), ``actions`` float32 (B, K, A) (actions T-1 .. T+K-2 of the window, which produce
     frames T .. T+K-1), ``rewards`` / ``successes`` (B, K), ``weights`` (B,) and optionally
     ``instruction`` (B, E) (from ``instruction_embeddings``, one row per frame).
+    With ``cfg.episode_start_windows`` a window may start up to T-1 rows before its episode: its
+    context rows before the episode start repeat the first frame and state (as a reset's context
+    does); targets and actions are always real rows of the episode.
     """
 
     def __init__(
@@ -750,13 +753,26 @@ class WindowSampler:
         self.starts = np.asarray(traj.window_starts(t, k), dtype=np.int64)
         if len(self.starts) == 0:
             raise DatasetError(f"dataset has no episode with {t + k} frames (context_frames + chunk_size)")
+        bounds = np.asarray(traj.episode_bounds, dtype=np.int64)
+        long_enough = bounds[bounds[:, 1] - bounds[:, 0] >= t + k]
+        # the row each window's frames may not reach before (its episode's first row)
+        self.floor = np.asarray(long_enough[:, 0], np.int64)[
+            np.searchsorted(long_enough[:, 0], self.starts, side="right") - 1
+        ]
+        if cfg.episode_start_windows and t > 1:
+            # windows whose context starts 1 .. T-1 rows before the episode (left-padded)
+            pad = np.arange(t - 1, 0, -1)
+            early = (long_enough[:, :1] - pad[None]).ravel()
+            self.starts = np.concatenate([self.starts, early])
+            self.floor = np.concatenate([self.floor, np.repeat(long_enough[:, 0], len(pad))])
+        self.padded_windows = int((self.starts < self.floor).sum())
         self.t, self.k = t, k
         self.images = torch.from_numpy(np.ascontiguousarray(traj.images))
         self.states = torch.from_numpy(np.asarray(traj.states, np.float32))
         self.actions = torch.from_numpy(np.asarray(traj.actions, np.float32))
         self.rewards = torch.from_numpy(np.asarray(traj.rewards, np.float32))
         self.successes = torch.from_numpy(np.asarray(traj.successes, bool))
-        ep_of_start = np.asarray(traj.episode_index)[self.starts]
+        ep_of_start = np.asarray(traj.episode_index)[self.floor]
         self.instr = (
             None if instruction_embeddings is None else torch.as_tensor(instruction_embeddings).float()
         )
@@ -793,8 +809,10 @@ class WindowSampler:
         self.rng = np.random.default_rng(seed)
 
     def sample(self, batch_size: int) -> dict[str, Tensor]:
-        s = self.rng.choice(self.starts, size=batch_size, p=self.p)
-        idx = torch.from_numpy(s[:, None] + np.arange(self.t + self.k)[None])
+        j = self.rng.choice(len(self.starts), size=batch_size, p=self.p)
+        s = self.starts[j]
+        rows = np.maximum(s[:, None] + np.arange(self.t + self.k)[None], self.floor[j][:, None])
+        idx = torch.from_numpy(rows)
         act_idx = idx[:, self.t - 1 : self.t + self.k - 1]
         out = {
             "frames": self.images[idx],
