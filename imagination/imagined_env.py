@@ -13,9 +13,9 @@
 * Success probability per imagined frame comes from the success reward model, the world
   model's success head, or the lower of the two (``success_source``); crossing
   ``success_threshold`` terminates. ``info["success_prob"]`` (N,) is the last executed frame's,
-  ``info["chunk_success_prob"]`` (N, K) every executed frame's (NaN after a success). Reward ``"success"`` (1 at
-  success), ``"relative"`` (``p_t - p_{t-1}`` summed over the chunk) or ``"world_model"`` (the
-  world model's reward head). Truncation after ``horizon`` chunks.
+  ``info["chunk_success_prob"]`` (N, K) every executed frame's (NaN after a success).
+  Reward ``"success"`` (1 at success), ``"relative"`` (``p_t - p_{t-1}`` summed over the chunk)
+  or ``"world_model"`` (the world model's reward head). Truncation after ``horizon`` chunks.
 * Gating: every step reports ``info["exec_score"]`` (mean IDM executability score of the
   chunk, ``rewards.ExecutabilityReward``) and ``info["reward_confidence"]`` (how far from the
   threshold the success probabilities are, the lowest over the executed steps; a success step
