@@ -490,7 +490,7 @@ class Pipeline:
                 )
                 traj_new, st = record_rollouts(
                     env,
-                    policy_chunk_fn(policy),
+                    policy_chunk_fn(policy, deterministic=cc.deterministic_rollouts),
                     cc.episodes_per_round,
                     policy.chunk_size,
                     seed=self.cfg.seed + 7000 + r,

@@ -261,6 +261,21 @@ def test_failure_weights(data):
     assert (w[~np.asarray(data.episode_success)] == 3.0).all()
 
 
+def test_coevolution_rollouts_sample_or_take_the_mean_action():
+    from imagination.coevolution import CoevolutionConfig, policy_chunk_fn
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+
+    torch.manual_seed(0)
+    pol = VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
+    obs = {"image": np.zeros((3, SIZE, SIZE, 3), np.uint8), "state": np.zeros((3, 8), np.float32)}
+    instr = ["push the red cube onto the target"] * 3
+    mean = policy_chunk_fn(pol, deterministic=CoevolutionConfig(deterministic_rollouts=True).deterministic_rollouts)
+    np.testing.assert_array_equal(mean(obs, instr), mean(obs, instr))
+    sampled = policy_chunk_fn(pol, deterministic=CoevolutionConfig().deterministic_rollouts)
+    assert not np.allclose(sampled(obs, instr), sampled(obs, instr))
+
+
 @pytest.mark.slow
 def test_pipeline_quick_runs_and_resumes(tmp_path):
     """`wmrl run` quick preset end to end on one task, then a resume that skips every stage."""
