@@ -194,7 +194,6 @@ def reset_windows(test, context: int, horizon: int) -> dict[str, np.ndarray]:
         "frames": test.images[np.concatenate([ctx, fut], 1)],
         "states": np.asarray(test.states, np.float32)[ctx],
         "actions": np.asarray(test.actions, np.float32)[st[:, None] + np.arange(horizon)[None]],
-        "episode": np.asarray(test.episode_index)[st],
     }
 
 

@@ -131,7 +131,7 @@ def paired_episodes(
                 if not alive.any():
                     break
             if name == "sweep":
-                out["imagined_max_p"].append(np.maximum(max_p, succ.astype(float)))
+                out["imagined_max_p"].append(max_p)
                 continue
             out[name].append(succ)
             if name == "imagined":
