@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from policies.vla import VLAConfig, VLAPolicy
-from wmrl.errors import ConfigError, DatasetError
+from wmrl.ema import WeightEMA
+from wmrl.errors import CheckpointError, ConfigError, DatasetError
 from wmrl.runs import RunDir, check_finite, seed_everything
 
 
@@ -42,6 +43,9 @@ class TrainPolicyConfig:
         log_every: steps between metric lines.
         ckpt_every: steps between checkpoints (resume point).
         augment_shift: random-shift augmentation in pixels.
+        ema_decay: keep an exponential moving average of the weights (decay ramped as
+            min(ema_decay, (1+step)/(10+step))) and save it as the final policy (checkpoints keep the
+            raw weights and the average; 0: off).
         max_episodes: train on the first N episodes only (demo budget); None: all.
         num_threads: torch intra-op threads (1: fastest for these small convs on a busy 2-core CPU,
             where 2 threads ran 10x slower); None: leave as is.
@@ -60,6 +64,7 @@ class TrainPolicyConfig:
     log_every: int = 100
     ckpt_every: int = 500
     augment_shift: int = 4
+    ema_decay: float = 0.0
     max_episodes: int | None = None
     num_threads: int | None = 1
     policy: VLAConfig = field(default_factory=VLAConfig)
@@ -77,6 +82,8 @@ class TrainPolicyConfig:
             raise ConfigError(f"{self.log_every=} and {self.ckpt_every=} must be >= 1")
         if self.augment_shift < 0:
             raise ConfigError(f"{self.augment_shift=} must be >= 0")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ConfigError(f"{self.ema_decay=} must be in [0, 1) (0: off)")
         if self.max_episodes is not None and self.max_episodes < 1:
             raise ConfigError(f"{self.max_episodes=} must be >= 1 or null")
 
@@ -192,6 +199,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     )
     gen = torch.Generator().manual_seed(cfg.seed)
     start, elapsed_before = 0, 0.0
+    ema = WeightEMA(policy, cfg.ema_decay) if cfg.ema_decay > 0 else None
     ckpt = run.latest_checkpoint()
     if ckpt is not None:
         state = torch.load(ckpt / "trainer.pt", weights_only=False)
@@ -202,6 +210,10 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
         gen.set_state(state["gen"])
         torch.set_rng_state(state["torch_rng"])
         start = RunDir.step_of(ckpt)
+        if ema is not None:
+            if "ema" not in state:
+                raise CheckpointError(f"{ckpt} was written with ema_decay=0; resume it with ema_decay=0 or a new out=")
+            ema.load_state_dict(state["ema"], str(ckpt / "trainer.pt"))
         if "elapsed" in state:
             elapsed_before = float(state["elapsed"])
         else:  # checkpoint of an older trainer: estimate from the metric timestamps
@@ -215,7 +227,8 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
             policy.save_pretrained(tmp / "policy")
             torch.save(
                 {"opt": opt.state_dict(), "sched": sched.state_dict(), "gen": gen.get_state(),
-                 "torch_rng": torch.get_rng_state(), "elapsed": elapsed_before + time.time() - t0},
+                 "torch_rng": torch.get_rng_state(), "elapsed": elapsed_before + time.time() - t0,
+                 **({"ema": ema.state_dict()} if ema is not None else {})},
                 tmp / "trainer.pt",
             )
 
@@ -234,6 +247,8 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
         gnorm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
         opt.step()
         sched.step()
+        if ema is not None:
+            ema.update(policy, step)
         done = step + 1
         if done % cfg.log_every == 0 or done == cfg.steps:
             row = {"loss": loss.item(), "grad_norm": float(gnorm), "lr": sched.get_last_lr()[0], **logs}
@@ -244,9 +259,11 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
         if done % cfg.ckpt_every == 0 or done == cfg.steps:
             save(done)
     policy.eval()
+    if ema is not None:
+        ema.copy_to(policy)  # the final policy is the weight average (checkpoints keep the raw weights)
     final = policy.save_pretrained(Path(cfg.out) / "policy")
     plot_losses(run)
-    summary = {"steps": cfg.steps, "episodes": n_ep, "frames": len(data), "resumed_from": start,
+    summary = {"steps": cfg.steps, "ema_decay": cfg.ema_decay, "episodes": n_ep, "frames": len(data), "resumed_from": start,
                "train_seconds": elapsed_before + time.time() - t0,
                "final": final, **{k: v for k, v in (run.read_metrics() or [{}])[-1].items() if k != "time"}}
     return policy, summary

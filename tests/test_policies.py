@@ -264,6 +264,35 @@ def test_sft_is_reproducible(tmp_path):
     assert losses[0] == losses[1]
 
 
+def test_sft_weight_average_is_the_final_policy_and_resumes(tmp_path):
+    from wmrl.errors import CheckpointError
+
+    with pytest.raises(ConfigError, match="ema_decay"):
+        TrainPolicyConfig(ema_decay=1.0)
+    traj = toy_trajectories(episodes=4)
+    cfg = TrainPolicyConfig(out=str(tmp_path / "run"), steps=20, batch_size=8, log_every=10, ckpt_every=10,
+                            val_frac=0.0, ema_decay=0.9, policy=VLAConfig(**TINY))
+    policy, summary = train_policy(cfg, traj, progress=False)
+    assert summary["ema_decay"] == 0.9
+    ckpt = tmp_path / "run" / "checkpoints" / "step_000020"
+    state = torch.load(ckpt / "trainer.pt", weights_only=False)
+    raw = load_policy(ckpt / "policy").state_dict()
+    final = load_policy(tmp_path / "run" / "policy").state_dict()
+    names = [n for n in state["ema"] if raw[n].numel() > 1]
+    for n in names:
+        torch.testing.assert_close(final[n], state["ema"][n])
+    assert any(float((final[n] - raw[n]).abs().max()) > 1e-6 for n in names)  # the average, not the last step
+    # resume continues the average from the checkpoint
+    train_policy(TrainPolicyConfig(**{**cfg.__dict__, "steps": 30}), traj, progress=False)
+    state30 = torch.load(tmp_path / "run" / "checkpoints" / "step_000030" / "trainer.pt", weights_only=False)
+    assert set(state30["ema"]) == set(state["ema"])
+    # a run trained without an average cannot silently start one from its last weights
+    plain = TrainPolicyConfig(**{**cfg.__dict__, "out": str(tmp_path / "plain"), "ema_decay": 0.0})
+    train_policy(plain, traj, progress=False)
+    with pytest.raises(CheckpointError, match="ema_decay=0"):
+        train_policy(TrainPolicyConfig(**{**plain.__dict__, "steps": 30, "ema_decay": 0.9}), traj, progress=False)
+
+
 def test_non_finite_loss_stops_training(tmp_path):
     traj = toy_trajectories(episodes=2)
     traj.actions[:] = np.nan
