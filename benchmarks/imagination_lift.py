@@ -46,6 +46,18 @@ def run_seed(
     return json.loads((run_dir / "results.json").read_text())
 
 
+def link_shared_stages(src: Path, dst: Path) -> None:
+    """Make ``dst`` a run folder that shares ``src``'s data, world model, reward models and SFT
+    policy (symlinks, not copies) and its finished stages up to the SFT evaluation (copied markers,
+    so a pipeline in ``dst`` skips them)."""
+    (dst / "stages").mkdir(parents=True, exist_ok=True)
+    for sub in SHARED_DIRS:
+        if not (dst / sub).exists():
+            os.symlink((src / sub).resolve(), dst / sub)
+    for st in SHARED_STAGES:
+        shutil.copyfile(src / "stages" / f"{st}.json", dst / "stages" / f"{st}.json")
+
+
 def run_ablation(
     config_name: str, base: Path, name: str, seed: int, overrides: list[str], progress: bool
 ) -> float:
@@ -54,12 +66,7 @@ def run_ablation(
     from imagination.pipeline import Pipeline, load_run_config
 
     d = base / f"ablation_{name}"
-    (d / "stages").mkdir(parents=True, exist_ok=True)
-    for sub in SHARED_DIRS:
-        if not (d / sub).exists():
-            os.symlink((base / sub).resolve(), d / sub)
-    for st in SHARED_STAGES:
-        shutil.copyfile(base / "stages" / f"{st}.json", d / "stages" / f"{st}.json")
+    link_shared_stages(base, d)
     cfg = load_run_config(
         [
             *overrides,

@@ -40,6 +40,14 @@ def _last(v: Any) -> Any:
     return v[-1] if isinstance(v, list) and v else v
 
 
+def _variant(d: dict, name: str) -> str:
+    """``SFT -> after RL (k/n seeds lifted)`` of one real_rl.json variant."""
+    v = (d.get("variants") or {}).get(name)
+    if not v:
+        return "not run"
+    return f"{_fmt(v['sft_success'])} -> {_fmt(v['rl_success'])} ({v['seeds_lifted']}/{len(v['lift_per_seed'])})"
+
+
 def _best_sweep(d: dict) -> str:
     """The threshold sweep's best Spearman and its threshold, e.g. "0.802 at 0.8"."""
     sweep = [(v["spearman"], t) for t, v in (d.get("threshold_sweep") or {}).items() if v.get("spearman") is not None]
@@ -86,6 +94,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "ablations.kir_off.imagination_rl_success", ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination",
      "ablations.gating_off.imagination_rl_success", ""),
+    ("real_rl.json", "GRPO in the real sim from SFT, 380k real steps/seed: SFT -> after (seeds lifted)",
+     lambda d: _variant(d, "default"), ""),
+    ("real_rl.json", "same, previous settings (SFT-fitted std 0.3, 64-sample minibatches)",
+     lambda d: _variant(d, "sft_std_minibatch64"), ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

@@ -33,6 +33,7 @@ from imagination.trainer_utils import (
     iteration_generator,
     resume_trainer,
     save_trainer_checkpoint,
+    set_exploration_std,
     trainable_parameters,
 )
 from kernels.advantages import compute_group_advantages
@@ -49,6 +50,12 @@ class GRPOConfig:
         group_size: G, trajectories per shared start; the env's ``num_envs`` must be a multiple.
         max_chunks: horizon cap in chunk steps per trajectory.
         update_epochs: passes over each batch; minibatch_size: chunk samples per gradient step.
+            A success-scored trajectory's advantage is one number for a whole episode of
+            chunks, so a gradient from a few trajectories is mostly noise; minibatches that
+            cover the whole batch (one Adam step per epoch) average it out (measured: the
+            default 64 left the policy where it was after 380k real steps, a full batch lifted it).
+        exploration_std: standard deviation the Gaussian head samples with when RL starts
+            (None: the SFT policy's own, fitted to the demos' spread; it stays trainable).
         lr: Adam learning rate; clip_eps: PPO-style ratio clip; max_grad_norm: gradient clip.
         kl_coef: weight of the k3 KL estimate to the reference (SFT) policy (0: no reference).
         entropy_coef: entropy bonus weight.
@@ -65,6 +72,7 @@ class GRPOConfig:
     max_chunks: int = 10
     update_epochs: int = 2
     minibatch_size: int = 64
+    exploration_std: float | None = None
     lr: float = 1e-4
     clip_eps: float = 0.2
     max_grad_norm: float = 1.0
@@ -97,6 +105,8 @@ class GRPOConfig:
             raise ConfigError(
                 f"lr={self.lr}, clip_eps={self.clip_eps}, max_grad_norm={self.max_grad_norm} out of range"
             )
+        if self.exploration_std is not None and not self.exploration_std > 0:
+            raise ConfigError(f"exploration_std={self.exploration_std!r} must be > 0 or null")
         if self.kl_coef < 0 or self.entropy_coef < 0:
             raise ConfigError(f"kl_coef={self.kl_coef} and entropy_coef={self.entropy_coef} must be >= 0")
         if self.score not in ("success", "return"):
@@ -207,6 +217,8 @@ def train_grpo(
     seed_everything(cfg.seed)
     opt = torch.optim.Adam(trainable_parameters(policy), lr=cfg.lr)
     start, history = resume_trainer(run, {"policy": policy}, {"policy": opt})
+    if start == 0:  # a resumed run already holds its (trained) std
+        set_exploration_std(cfg.exploration_std, policy, ref_policy)
     bar = tqdm(
         range(start, cfg.iterations), desc="GRPO", disable=not progress, initial=start, total=cfg.iterations
     )

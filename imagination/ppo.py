@@ -28,6 +28,7 @@ from imagination.trainer_utils import (
     iteration_generator,
     resume_trainer,
     save_trainer_checkpoint,
+    set_exploration_std,
     trainable_parameters,
 )
 from kernels.advantages import compute_gae
@@ -42,6 +43,8 @@ class PPOConfig:
     Args:
         iterations: collect/update iterations; num_steps: chunk steps per sub-env per iteration.
         update_epochs, minibatch_size: passes and samples per gradient step.
+        exploration_std: standard deviation the Gaussian head samples with when RL starts
+            (None: the SFT policy's own; see ``GRPOConfig.exploration_std``).
         lr: Adam learning rate (policy); critic_lr: learning rate of a separate critic.
         gamma, gae_lambda: discount per chunk step and GAE lambda.
         clip_eps: ratio clip; vf_coef: value loss weight; entropy_coef: entropy bonus;
@@ -55,6 +58,7 @@ class PPOConfig:
     num_steps: int = 8
     update_epochs: int = 4
     minibatch_size: int = 64
+    exploration_std: float | None = None
     lr: float = 1e-4
     critic_lr: float = 1e-3
     gamma: float = 0.95
@@ -81,6 +85,8 @@ class PPOConfig:
             lo = 0 if k in ("iterations", "critic_warmup") else 1
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise ConfigError(f"{k}={v!r} must be an integer >= {lo}")
+        if self.exploration_std is not None and not self.exploration_std > 0:
+            raise ConfigError(f"exploration_std={self.exploration_std!r} must be > 0 or null")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ConfigError(f"gamma={self.gamma} and gae_lambda={self.gae_lambda} must lie in [0, 1]")
         if not (self.lr > 0 and self.critic_lr > 0 and 0 < self.clip_eps < 1 and self.max_grad_norm > 0):
@@ -148,6 +154,8 @@ def train_ppo(
     value_fn = critic  # None: the policy's own value head
 
     start, history = resume_trainer(run, modules, opts)
+    if start == 0:  # a resumed run already holds its (trained) std
+        set_exploration_std(cfg.exploration_std, policy)
     bar = tqdm(
         range(start, cfg.iterations), desc="PPO", disable=not progress, initial=start, total=cfg.iterations
     )

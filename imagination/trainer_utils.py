@@ -8,6 +8,7 @@ states, history) and, when the policy has ``save_pretrained``, ``policy/`` (a lo
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from wmrl.errors import CheckpointError, WmrlError
+from wmrl.errors import CheckpointError, ConfigError, WmrlError
 from wmrl.io import atomic_save_safetensors, atomic_torch_save
 from wmrl.runs import RunDir
 
@@ -99,6 +100,31 @@ def resume_trainer(
         return 0, []
     state = load_trainer_checkpoint(ckpt, modules, optimizers)
     return state["iteration"], state["history"]
+
+
+def set_exploration_std(std: float | None, *policies: Any) -> None:
+    """Start RL from sampling noise ``std`` (None: keep each policy's own). Every given policy (the
+    trained one and its frozen reference) gets it, so a KL term measures drift of the mean, not the
+    changed noise. A policy without a Gaussian action head (the ``tokens`` head, a lerobot policy)
+    keeps its own sampling, with a warning; a ``std`` outside the head's range is a ConfigError."""
+    if std is None:
+        return
+    for pol in policies:
+        if pol is None:
+            continue
+        head = getattr(pol, "head", None)
+        try:
+            applied = (
+                head is not None and hasattr(head, "set_exploration_std") and head.set_exploration_std(std)
+            )
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if not applied:
+            warnings.warn(
+                f"exploration_std={std} ignored: {type(pol).__name__} has no Gaussian action head "
+                "(it samples with its own distribution)",
+                stacklevel=2,
+            )
 
 
 def budget_exhausted(history: list[dict[str, float]], max_env_steps: float | None) -> bool:

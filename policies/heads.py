@@ -56,6 +56,11 @@ class ActionHead(nn.Module):
             mask[dims] = 1.0
         self.dim_mask.copy_(mask)
 
+    def set_exploration_std(self, std: float) -> bool:
+        """Set the sampling noise an RL run starts from; False: this head has no Gaussian std
+        (the ``tokens`` head explores through its categorical distribution and temperature)."""
+        return False
+
     def _masked_sum(self, x: Tensor) -> Tensor:
         """(B, K, A) per-dim terms -> (B,) summed over the active dims."""
         return (x * self.dim_mask).flatten(1).sum(-1)
@@ -100,6 +105,22 @@ class GaussianHead(ActionHead):
             self.log_std_layer = nn.Linear(in_dim, n)
             nn.init.zeros_(self.log_std_layer.weight)
             nn.init.constant_(self.log_std_layer.bias, float(init_log_std))
+
+    @torch.no_grad()
+    def set_exploration_std(self, std: float) -> bool:
+        """Make every dim's standard deviation ``std`` (in [-1, 1] action units), whatever the
+        state: the std fitted by supervised fine-tuning measures the demos' spread around the
+        mean, which can be far more noise than RL from that mean needs (see
+        ``imagination.grpo.GRPOConfig.exploration_std``). The std stays trainable."""
+        lo, hi = math.exp(LOG_STD_MIN), math.exp(LOG_STD_MAX)
+        if not (lo <= float(std) <= hi):
+            raise ValueError(f"exploration_std={std} must lie in [{lo:.4g}, {hi:.4g}]")
+        if self.log_std_mode == "state_independent":
+            self.log_std.fill_(math.log(float(std)))
+        else:
+            self.log_std_layer.weight.zero_()
+            self.log_std_layer.bias.fill_(math.log(float(std)))
+        return True
 
     def params(self, feat: Tensor) -> tuple[Tensor, Tensor]:
         """feat (B, F) -> mean (B, K, A) (pre-squash when ``squash``), std (B, K, A)."""

@@ -432,3 +432,23 @@ def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):
     a[..., 3:6], a[..., 0] = 0.0, -0.5
     obs, *_ = env.step(a)
     assert not np.array_equal(obs["image"].astype(np.int16), outs[0])
+
+
+def test_real_rl_benchmark_inputs_and_summary(tmp_path):
+    """benchmarks.real_rl: an unfinished run folder and a malformed --variant are clear errors;
+    the summary's lift is RL minus SFT per seed, averaged."""
+    from benchmarks.real_rl import DEFAULT_VARIANTS, _link_run, _parse_variants, summarize
+    from wmrl.errors import ConfigError, WmrlError
+
+    (tmp_path / "half" / "stages").mkdir(parents=True)
+    with pytest.raises(WmrlError, match="not a finished wmrl run"):
+        _link_run(tmp_path / "half", tmp_path / "dst")
+    assert _parse_variants(None) == DEFAULT_VARIANTS
+    assert _parse_variants([["lr3", "rl.lr=0.0003"]]) == {"lr3": ["rl.lr=0.0003"]}
+    with pytest.raises(ConfigError, match="expected a new NAME"):
+        _parse_variants([["rl.lr=0.0003"]])
+    res = summarize(
+        {"v": {"seed_0": {"sft_success": 0.4, "rl_success": 0.5, "lift": 0.1},
+               "seed_1": {"sft_success": 0.3, "rl_success": 0.2, "lift": -0.1}}}
+    )["v"]
+    assert res["lift"] == pytest.approx(0.0) and res["seeds_lifted"] == 1 and res["rl_success"] == pytest.approx(0.35)

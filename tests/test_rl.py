@@ -365,3 +365,85 @@ def test_ignored_action_dims_are_not_sampled_or_scored(head):
     assert (ent < ent_all).all()
     match_policy_to_env_dims(type("E", (), {"metadata": {}})(), pol)  # an env using every dim
     assert pol.head.dim_mask.all()
+
+
+class _HeadPolicy(nn.Module):
+    """State MLP -> the real ``policies.heads`` head (Gaussian or tokens), with the Policy surface."""
+
+    def __init__(self, head: str = "gaussian", seed: int = 0, **head_kw):
+        from policies.heads import HEADS
+
+        super().__init__()
+        torch.manual_seed(seed)
+        self.chunk_size, self.action_dim, self.image_size = 2, 7, 32
+        self.trunk = nn.Sequential(nn.Linear(6, 32), nn.Tanh())
+        self.head = HEADS[head](32, 2, 7, **head_kw)
+
+    def act(self, obs, instructions, deterministic=False):
+        from types import SimpleNamespace
+
+        a, lp, ent = self.head.sample(self.trunk(torch.as_tensor(obs["state"]).float()), deterministic)
+        return SimpleNamespace(actions=a, log_prob=lp, entropy=ent, value=None)
+
+    def evaluate_actions(self, obs, instructions, actions):
+        from types import SimpleNamespace
+
+        lp, ent = self.head.evaluate(self.trunk(torch.as_tensor(obs["state"]).float()), actions)
+        return SimpleNamespace(log_prob=lp, entropy=ent, value=None)
+
+
+@pytest.mark.parametrize("mode", ["state_independent", "state_dependent"])
+def test_exploration_std_sets_the_starting_noise_once(tmp_path, mode):
+    """``exploration_std`` replaces the SFT-fitted std when RL starts (both log-std modes), and a
+    resumed run keeps the std it trained instead of resetting it (resume == uninterrupted)."""
+    from imagination.trainer_utils import set_exploration_std
+
+    pol = _HeadPolicy(log_std_mode=mode, init_log_std=-1.0)
+    set_exploration_std(0.05, pol)
+    _, std = pol.head.params(torch.randn(3, 32))
+    torch.testing.assert_close(std, torch.full_like(std, 0.05))
+    cfg = GRPOConfig(
+        iterations=4,
+        group_size=4,
+        max_chunks=4,
+        minibatch_size=256,
+        lr=3e-3,
+        checkpoint_every=2,
+        exploration_std=0.5,
+    )
+    full = _HeadPolicy(log_std_mode=mode)
+    hist = train_grpo(ReachEnv(16), full, cfg, run=RunDir(tmp_path / "full"), progress=False)
+    assert sum(h["kept_frac"] > 0 for h in hist) >= 2  # it trained (the std moved from 0.5)
+    _, std = full.head.params(torch.zeros(1, 32))
+    assert ((std - 0.5).abs() < 0.1).all() and not torch.allclose(std, torch.full_like(std, 0.5))
+    part = _HeadPolicy(log_std_mode=mode)
+    train_grpo(
+        ReachEnv(16),
+        part,
+        GRPOConfig(**{**cfg.__dict__, "iterations": 2}),
+        run=RunDir(tmp_path / "r"),
+        progress=False,
+    )
+    resumed = _HeadPolicy(log_std_mode=mode, seed=5)
+    train_grpo(ReachEnv(16), resumed, cfg, run=RunDir(tmp_path / "r"), progress=False)
+    for a, b in zip(full.parameters(), resumed.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_exploration_std_bad_values_fail_and_other_heads_keep_their_sampling():
+    from imagination.trainer_utils import set_exploration_std
+
+    for bad in (0.0, -0.1):
+        with pytest.raises(ConfigError, match="exploration_std"):
+            GRPOConfig(exploration_std=bad)
+        with pytest.raises(ConfigError, match="exploration_std"):
+            PPOConfig(exploration_std=bad)
+    tokens = _HeadPolicy("tokens")
+    before = [t.clone() for t in tokens.parameters()]
+    with pytest.warns(UserWarning, match="no Gaussian action head"):  # keeps its own sampling
+        set_exploration_std(0.1, tokens)
+    assert all(torch.equal(a, b) for a, b in zip(before, tokens.parameters(), strict=True))
+    with pytest.warns(UserWarning, match="TinyGaussianPolicy has no Gaussian action head"):
+        set_exploration_std(0.1, TinyGaussianPolicy())
+    with pytest.raises(ConfigError, match="must lie in"):
+        set_exploration_std(10.0, _HeadPolicy())

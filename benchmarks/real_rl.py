@@ -1,0 +1,213 @@
+"""Can our RL lift the SFT policy at all? GRPO in the *real* simulator with a large budget.
+
+Usage::
+
+    python -m benchmarks.real_rl --runs runs/imagination_lift/seed_0 runs/imagination_lift/seed_1 ...
+        [--budget 380000] [--num-envs 64] [--variant NAME key=value ...] [--jobs 2] --out FILE.json
+    python -m benchmarks.real_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
+
+RL in imagination can only lift a policy that the RL algorithm itself can lift. This benchmark
+takes finished ``wmrl run`` folders (their demos, SFT policy and SFT evaluation are reused, read
+only) and, per folder and per *variant* (a named list of Hydra overrides of the run's config),
+runs the run's RL algorithm in the real simulator from the SFT policy for ``--budget`` real env
+steps (GRPO groups share a task and a start, ``--num-envs`` sub-envs), then evaluates the policy
+with the run's fixed evaluation protocol. Variants run side by side on the same seeds, so their
+differences are the variants'. Default variants: ``default`` (the current ``conf/rl/grpo.yaml``)
+and ``sft_std_minibatch64`` (the settings before exploration_std existed: sampling with the SFT
+policy's own std and 64-sample minibatches).
+
+Each variant/seed writes a small run folder under ``--work`` (metrics.jsonl, checkpoints, the
+final policy and evaluation videos); a re-run resumes finished pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_VARIANTS: dict[str, list[str]] = {
+    "default": [],
+    "sft_std_minibatch64": ["rl.exploration_std=null", "rl.minibatch_size=64"],
+}
+
+
+def _link_run(src: Path, dst: Path) -> None:
+    """A run folder at ``dst`` sharing ``src``'s data, models and SFT stages; ``src`` must be finished."""
+    from benchmarks.imagination_lift import SHARED_STAGES, link_shared_stages
+    from wmrl.errors import WmrlError
+
+    missing = [s for s in SHARED_STAGES if not (src / "stages" / f"{s}.json").exists()]
+    if missing:
+        raise WmrlError(f"{src} is not a finished wmrl run (stages {missing} missing); run `wmrl run` first")
+    link_shared_stages(src, dst)
+
+
+def run_pair(
+    src: Path,
+    dst: Path,
+    overrides: list[str],
+    budget: float,
+    num_envs: int,
+    progress: bool,
+    config_name: str = "run",
+) -> dict:
+    """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary."""
+    from imagination.pipeline import Pipeline, load_run_config
+
+    _link_run(src, dst)
+    seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
+    cfg = load_run_config(
+        [*overrides, f"run_dir={dst}", f"seed={seed}", f"real_rl_num_envs={num_envs}", "videos=0"],
+        config_name,
+    )
+    pipe = Pipeline(cfg, progress=progress)
+    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget))
+    hist = [json.loads(line) for line in (dst / "real_rl" / "rl" / "metrics.jsonl").read_text().splitlines()]
+    train_success = [float(h.get("grpo/success_rate", h.get("ppo/episode_success", np.nan))) for h in hist]
+    sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
+    return {
+        "seed": seed,
+        "sft_success": float(sft["success"]),
+        "rl_success": float(out["eval"]["success"]),
+        "lift": float(out["eval"]["success"]) - float(sft["success"]),
+        "per_task": out["eval"]["per_task"],
+        "sft_per_task": sft.get("per_task", {}),
+        "real_env_steps": float(out["real_env_steps"]),
+        "rl_iterations": int(out["rl_iterations"]),
+        "train_success_by_iteration": train_success,
+        "stage_time_s": float(out.get("stage_time_s", float("nan"))),
+        "stage_cpu_s": float(out.get("stage_cpu_s", float("nan"))),
+    }
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _seed_of(src: Path) -> int:
+    """The seed of a run folder from its config.yaml (``seed: N``)."""
+    for line in (src / "config.yaml").read_text().splitlines():
+        if line.startswith("seed:"):
+            return int(line.split(":", 1)[1])
+    return 0
+
+
+def summarize(results: dict[str, dict[str, dict]]) -> dict[str, Any]:
+    """Per variant: mean SFT and RL success over seeds, mean lift and its per-seed values."""
+    out: dict[str, Any] = {}
+    for name, per_seed in results.items():
+        lifts = [r["lift"] for r in per_seed.values()]
+        out[name] = {
+            "sft_success": float(np.mean([r["sft_success"] for r in per_seed.values()])),
+            "rl_success": float(np.mean([r["rl_success"] for r in per_seed.values()])),
+            "lift": float(np.mean(lifts)),
+            "lift_per_seed": lifts,
+            "seeds_lifted": int(sum(x > 0 for x in lifts)),
+            "per_seed": per_seed,
+        }
+    return out
+
+
+def _parse_variants(tokens: list[list[str]] | None) -> dict[str, list[str]]:
+    from wmrl.errors import ConfigError
+
+    if not tokens:
+        return dict(DEFAULT_VARIANTS)
+    variants: dict[str, list[str]] = {}
+    for t in tokens:
+        name, ov = t[0], t[1:]
+        if "=" in name or name in variants:
+            raise ConfigError(f"--variant {t!r}: expected a new NAME then key=value overrides")
+        variants[name] = ov
+    return variants
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--runs", nargs="+", type=Path, required=True, help="finished wmrl run folders (one per seed)"
+    )
+    p.add_argument("--budget", type=float, default=380_000, help="real env steps of RL per seed and variant")
+    p.add_argument("--num-envs", type=int, default=64, help="real sub-envs (a multiple of rl.group_size)")
+    p.add_argument("--variant", nargs="+", action="append", metavar="NAME [key=value ...]")
+    p.add_argument("--work", type=Path, default=None, help="default runs/real_rl_benchmark[_quick]")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="conf/run_quick.yaml (the runs must be quick ones), 8 sub-envs, a 2,000-step budget (CI smoke)",
+    )
+    p.add_argument("--jobs", type=int, default=1, help="variant/seed pairs run at once (spawned processes)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args(argv)
+    import torch
+
+    from benchmarks.imagination_lift import environment_info
+    from wmrl.io import atomic_write_json
+
+    torch.set_num_threads(1)
+    budget = 2_000.0 if a.quick else float(a.budget)
+    num_envs, config_name = (8, "run_quick") if a.quick else (a.num_envs, "run")
+    if a.runs is None:
+        a.runs = (
+            [Path("runs/imagination_lift_quick/seed_0")]
+            if a.quick
+            else [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)]
+        )
+    if a.work is None:
+        a.work = Path("runs/real_rl_benchmark_quick" if a.quick else "runs/real_rl_benchmark")
+    variants = _parse_variants(a.variant)
+    t0 = time.perf_counter()
+    pairs = [(name, src) for name in variants for src in a.runs]
+    results: dict[str, dict[str, dict]] = {name: {} for name in variants}
+
+    def done(name: str, src: Path, r: dict) -> None:
+        results[name][src.name] = r
+        print(f"{name} {src.name}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
+
+    args = {(n, s): (s, a.work / n / s.name, variants[n], budget, num_envs) for n, s in pairs}
+    if a.jobs <= 1:
+        for n, s in pairs:
+            done(n, s, run_pair(*args[n, s], progress=not a.no_progress, config_name=config_name))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
+            futs = {
+                ex.submit(run_pair, *args[n, s], progress=False, config_name=config_name): (n, s)
+                for n, s in pairs
+            }
+            for f, (n, s) in futs.items():
+                done(n, s, f.result())
+    results = {n: {s.name: results[n][s.name] for s in a.runs} for n in variants}  # stable order
+    res = {
+        "variants": summarize(results),
+        "variant_overrides": variants,
+        "budget_real_env_steps": budget,
+        "num_envs": num_envs,
+        "config_name": config_name,
+        "runs": [str(r) for r in a.runs],
+        "quick": bool(a.quick),
+        "jobs": a.jobs,
+        "wall_time_s": time.perf_counter() - t0,
+        "machine": environment_info(),
+    }
+    atomic_write_json(a.out, res)
+    for name, v in res["variants"].items():
+        print(
+            f"{name}: SFT {v['sft_success']:.3f} -> RL {v['rl_success']:.3f} (lift {v['lift']:+.3f}, "
+            f"{v['seeds_lifted']}/{len(v['lift_per_seed'])} seeds)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
