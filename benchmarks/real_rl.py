@@ -59,8 +59,8 @@ def run_pair(
     """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary."""
     from imagination.pipeline import Pipeline, load_run_config
 
-    _link_run(src, dst)
     seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
+    _link_run(src, dst)
     cfg = load_run_config(
         [*overrides, f"run_dir={dst}", f"seed={seed}", f"real_rl_num_envs={num_envs}", "videos=0"],
         config_name,
@@ -92,11 +92,16 @@ def _one_thread() -> None:
 
 
 def _seed_of(src: Path) -> int:
-    """The seed of a run folder from its config.yaml (``seed: N``)."""
-    for line in (src / "config.yaml").read_text().splitlines():
-        if line.startswith("seed:"):
-            return int(line.split(":", 1)[1])
-    return 0
+    """The seed of a run folder, from its config.yaml."""
+    from omegaconf import OmegaConf
+
+    from wmrl.errors import WmrlError
+
+    f = src / "config.yaml"
+    seed = OmegaConf.load(f).get("seed") if f.exists() else None
+    if not isinstance(seed, int):
+        raise WmrlError(f"{f} gives no integer seed (found {seed!r}); expected a wmrl run folder's config")
+    return seed
 
 
 def summarize(results: dict[str, dict[str, dict]]) -> dict[str, Any]:

@@ -437,12 +437,17 @@ def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):
 def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     """benchmarks.real_rl: an unfinished run folder and a malformed --variant are clear errors;
     the summary's lift is RL minus SFT per seed, averaged."""
-    from benchmarks.real_rl import DEFAULT_VARIANTS, _link_run, _parse_variants, summarize
+    from benchmarks.real_rl import DEFAULT_VARIANTS, _link_run, _parse_variants, run_pair, summarize
     from wmrl.errors import ConfigError, WmrlError
 
     (tmp_path / "half" / "stages").mkdir(parents=True)
     with pytest.raises(WmrlError, match="not a finished wmrl run"):
         _link_run(tmp_path / "half", tmp_path / "dst")
+    for st in ("demos", "world_model", "rewards", "sft", "eval_sft"):
+        (tmp_path / "half" / "stages" / f"{st}.json").write_text("{}")
+    with pytest.raises(WmrlError, match="no integer seed"):  # finished stages but no config.yaml
+        run_pair(tmp_path / "half", tmp_path / "dst", [], 10.0, 8, progress=False)
+    assert not (tmp_path / "dst").exists()  # nothing written on bad input
     assert _parse_variants(None) == DEFAULT_VARIANTS
     assert _parse_variants([["lr3", "rl.lr=0.0003"]]) == {"lr3": ["rl.lr=0.0003"]}
     with pytest.raises(ConfigError, match="expected a new NAME"):
