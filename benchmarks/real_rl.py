@@ -137,7 +137,12 @@ def _parse_variants(tokens: list[list[str]] | None) -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
-        "--runs", nargs="+", type=Path, required=True, help="finished wmrl run folders (one per seed)"
+        "--runs",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="finished wmrl run folders, one per seed (default: benchmarks.imagination_lift's, "
+        "runs/imagination_lift/seed_{0,1,2}; quick: runs/imagination_lift_quick/seed_0)",
     )
     p.add_argument("--budget", type=float, default=380_000, help="real env steps of RL per seed and variant")
     p.add_argument("--num-envs", type=int, default=64, help="real sub-envs (a multiple of rl.group_size)")
