@@ -233,3 +233,17 @@ def test_collect_writes_terminal_and_absent_sidecar_is_none(dataset, tmp_path):
     shutil.copytree(dataset, copy)
     (copy / TERMINAL_SIDECAR).unlink()
     assert load_trajectories(copy).terminal is None
+
+
+def test_collect_records_supersample_and_refuses_it_for_other_backends(tmp_path):
+    from wmrl.data import read_episode_meta
+    from wmrl.errors import WmrlError
+
+    out = tmp_path / "ss2"
+    collect(str(out), "PushCube-v0", 2, [0.0], num_envs=2, seed=0, supersample=2, progress=False)
+    meta = read_episode_meta(out)
+    assert sorted(meta) == [0, 1] and {m["supersample"] for m in meta.values()} == {2}
+    assert load_trajectories(out).images.shape[1:] == (64, 64, 3)
+    with pytest.raises(WmrlError, match="--supersample=2 is for the built-in suite; the maniskill backend"):
+        collect(str(tmp_path / "ms"), "PickCube-v1", 2, [0.0], supersample=2, progress=False)
+    assert not (tmp_path / "ms").exists()

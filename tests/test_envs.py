@@ -155,6 +155,29 @@ def test_image_sizes_and_projection():
     assert pixel.max() - pixel.min() > 80  # a saturated cube colour, not the grey table
 
 
+def test_supersample_is_the_box_average_of_a_larger_render():
+    """supersample=2 at 32 px: the 64 px frames of the same states, every 2x2 block averaged;
+    both cameras, after steps; the same physics; edges get intermediate shades."""
+    kw = dict(seed=3, wrist_image=True)
+    big = envs.make_vec(["PushCube-v0", "PlaceInBowl-v0"], 2, image_size=64, **kw)
+    aa = envs.make_vec(["PushCube-v0", "PlaceInBowl-v0"], 2, image_size=32, supersample=2, **kw)
+    plain = envs.make_vec(["PushCube-v0", "PlaceInBowl-v0"], 2, image_size=32, **kw)
+    outs = [e.reset(seed=3)[0] for e in (big, aa, plain)]
+    act = np.zeros((2, 7), np.float32)
+    act[:, :3] = [0.5, -0.3, -0.6]
+    for _ in range(3):
+        outs = [e.step(act)[0] for e in (big, aa, plain)]
+    o_big, o_aa, o_plain = outs
+    np.testing.assert_array_equal(o_aa["state"], o_big["state"])
+    for key in ("image", "wrist_image"):
+        want = o_big[key].reshape(2, 32, 2, 32, 2, 3).mean(axis=(2, 4)).round()
+        assert o_aa[key].shape == (2, 32, 32, 3)
+        np.testing.assert_array_equal(o_aa[key], want.astype(np.uint8))
+    assert len(np.unique(o_aa["image"].reshape(-1, 3), axis=0)) > len(np.unique(o_plain["image"].reshape(-1, 3), axis=0))
+    with pytest.raises(WmrlError, match="supersample=0; expected an integer in"):
+        envs.make_vec("PushCube-v0", 1, supersample=0)
+
+
 def test_bad_rendering_backend_is_a_one_line_cli_error(tmp_path):
     import os
     import subprocess

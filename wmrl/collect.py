@@ -20,9 +20,12 @@ def collect(
     append: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    supersample: int = 1,
 ) -> dict:
     """Collect ``episodes`` episodes (split evenly over the ``noise`` levels) into ``out``.
 
+    ``supersample`` > 1 anti-aliases the built-in suite's frames (rendered that many times larger
+    and box-averaged down; see ``TabletopVectorEnv``); other backends take only 1.
     Returns a summary dict (episodes, frames, success rate per noise level, seconds)."""
     import envs
     from wmrl.data import DatasetRecorder
@@ -32,7 +35,10 @@ def collect(
         raise WmrlError(f"--episodes={episodes} must be >= 1")
     if any(x < 0 for x in noise):
         raise WmrlError(f"--noise={noise} must be >= 0")
-    envs.resolve_tasks(task_or_suite)  # validate before touching the output folder
+    tasks = envs.resolve_tasks(task_or_suite)  # validate before touching the output folder
+    other = sorted({envs.task_spec(t).backend for t in tasks} - {"mujoco"})
+    if supersample != 1 and other:
+        raise WmrlError(f"--supersample={supersample} is for the built-in suite; the {other[0]} backend renders at 1")
     env = envs.make_vec(
         task_or_suite,
         num_envs,
@@ -40,6 +46,7 @@ def collect(
         image_size=image_size,
         wrist_image=wrist,
         autoreset_mode="same_step",
+        **({"supersample": supersample} if supersample != 1 else {}),
     )
     rec = DatasetRecorder(
         out,
@@ -58,7 +65,7 @@ def collect(
             continue
         expert = envs.make_expert(env, noise=nz, seed=seed + k)
         env.reset(seed=seed + 1000 * k)
-        eps = rec.record(env, expert.act, int(count), meta={"noise": nz, "seed": seed}, progress=progress)
+        eps = rec.record(env, expert.act, int(count), meta={"noise": nz, "seed": seed, "supersample": supersample}, progress=progress)
         summary["by_noise"][str(nz)] = {
             "episodes": len(eps),
             "success": float(np.mean([r["success"] for r in rec._sidecar_rows[-len(eps) :]])),
@@ -83,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--wrist", action="store_true", help="also record the wrist camera")
+    p.add_argument(
+        "--supersample", type=int, default=1, help="built-in suite: render N times larger and box-average (anti-aliasing)"
+    )
     p.add_argument("--append", action="store_true", help="add episodes to an existing dataset")
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing dataset (once the new one is complete)"
@@ -99,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         a.wrist,
         a.append,
         a.overwrite,
+        supersample=a.supersample,
     )
     rates = ", ".join(f"noise {k}: {v['success']:.0%}" for k, v in s["by_noise"].items())
     print(f"wrote {s['episodes']} episodes to {s['out']} in {s['seconds']:.1f}s ({rates})")

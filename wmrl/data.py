@@ -367,7 +367,7 @@ def load_trajectories(
 
     n = table.num_rows
     episode_index = table["episode_index"].to_numpy().astype(np.int64)
-    sidecar = _read_sidecar(root)
+    sidecar = read_episode_meta(root)
     remap = {int(e): k for k, e in enumerate(np.unique(episode_index))}
     instructions = [task_of.get(int(t), "") for t in table["task_index"].to_numpy()]
     env_task = [sidecar.get(int(e), {}).get("task_id", "") for e in episode_index]
@@ -436,8 +436,10 @@ def _decode_video_feature(root: Path, key: str, table) -> np.ndarray:
     return np.stack(out)
 
 
-def _read_sidecar(root: Path) -> dict[int, dict[str, Any]]:
-    path = root / SIDECAR
+def read_episode_meta(root: str | Path) -> dict[int, dict[str, Any]]:
+    """Per-episode records of the ``meta/wmrl_episodes.jsonl`` sidecar (env task id, seed, expert
+    noise, render supersampling, ...), keyed by episode index; empty for datasets without one."""
+    path = Path(root) / SIDECAR
     out: dict[int, dict[str, Any]] = {}
     if path.exists():
         for line in path.read_text().splitlines():

@@ -14,6 +14,13 @@ from envs.tabletop.gl import INSTALL_HINT, check_backend
 from wmrl.errors import WmrlError
 
 
+def check_supersample(supersample: int) -> int:
+    """``supersample`` as an int in [1, 4], or a one-line error naming the bad value."""
+    if isinstance(supersample, bool) or not isinstance(supersample, (int, np.integer)) or not 1 <= supersample <= 4:
+        raise WmrlError(f"supersample={supersample!r}; expected an integer in [1, 4]")
+    return int(supersample)
+
+
 class BatchRenderer:
     """Render ``(N, H, W, 3)`` uint8 frames of N states of one model from named cameras.
 
@@ -21,18 +28,24 @@ class BatchRenderer:
         model: the MuJoCo model (its ``vis.global_.offwidth/offheight`` bound the tile grid).
         size: frame height and width in pixels.
         cameras: camera names to render, e.g. ``("agentview", "wrist")``.
+        supersample: draw each frame at ``size * supersample`` pixels and average every
+            ``supersample x supersample`` block (a box filter, what ``cv2.INTER_AREA`` does for an
+            integer factor): anti-aliased frames whose edges move by fractions of a pixel. 1: off
+            (the software renderer's multisampling misplaces tiles, so it is done here).
     """
 
-    def __init__(self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...]):
+    def __init__(self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...], supersample: int = 1):
         backend = check_backend()
         self.model = model
         self.size = size
+        self.supersample = check_supersample(supersample)
+        tile = size * self.supersample
         self.width = int(model.vis.global_.offwidth)
         self.height = int(model.vis.global_.offheight)
-        self.cols = self.width // size
-        self.rows = self.height // size
+        self.cols = self.width // tile
+        self.rows = self.height // tile
         if self.cols * self.rows < 1:
-            raise WmrlError(f"offscreen buffer {self.width}x{self.height} cannot hold a {size}x{size} frame")
+            raise WmrlError(f"offscreen buffer {self.width}x{self.height} cannot hold a {tile}x{tile} frame")
         try:
             self._gl = mujoco.GLContext(self.width, self.height)
             self._gl.make_current()
@@ -78,7 +91,8 @@ class BatchRenderer:
         per_pass = self.cols * self.rows
         jobs = [(i, c) for i in range(n) for c in range(ncam)]
         self._gl.make_current()
-        m, d, s = self.model, self._scratch, self.size
+        m, d, ss = self.model, self._scratch, self.supersample
+        s = self.size * ss
         for start in range(0, len(jobs), per_pass):
             chunk = jobs[start : start + per_pass]
             for k, (i, c) in enumerate(chunk):
@@ -95,10 +109,14 @@ class BatchRenderer:
             rect = mujoco.MjrRect(0, 0, self.width, used_rows * s)
             buf = self._buf[: used_rows * s]
             mujoco.mjr_readPixels(buf, None, rect, self._con)
+            if ss > 1:  # box filter: mean of each ss x ss block, rounded
+                h, w = buf.shape[:2]
+                buf = buf.reshape(h // ss, ss, w // ss, ss, 3).mean(axis=(1, 3)).round().astype(np.uint8)
+            t = self.size
             for k, (i, c) in enumerate(chunk):
                 r, col = k // self.cols, k % self.cols
                 # GL rows start at the bottom: flip to upright.
-                out[c][i] = buf[r * s : (r + 1) * s, col * s : (col + 1) * s][::-1]
+                out[c][i] = buf[r * t : (r + 1) * t, col * t : (col + 1) * t][::-1]
         return out
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envs.base import ACTION_DIM, check_actions, check_image_size, reset_mask_from_options
-from envs.tabletop.render import BatchRenderer
+from envs.tabletop.render import BatchRenderer, check_supersample
 from envs.tabletop.scene import (
     CONTROL_SUBSTEPS,
     CUBE_HALF,
@@ -54,6 +54,8 @@ class TabletopVectorEnv(VectorEnv):
         autoreset_mode: ``"next_step"`` (gymnasium default), ``"same_step"`` or ``"disabled"``.
         max_episode_steps: overrides every task's own limit when given.
         nthread: physics threads (default: all cores, at most num_envs).
+        supersample: render at ``image_size * supersample`` and box-average down to
+            ``image_size`` (anti-aliasing; 1, the default: off). Frames change, physics does not.
 
     Observations: ``image`` uint8 (N,H,W,3), ``wrist_image`` (optional), ``state`` float32 (N,8)
     = tcp xyz, tcp velocity xyz, finger opening (m), last gripper command. Actions (N,7): the
@@ -78,6 +80,7 @@ class TabletopVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         nthread: int | None = None,
         render_mode: str | None = "rgb_array",
+        supersample: int = 1,
     ):
         unknown = [t for t in task_ids if t not in TASKS]
         if unknown:
@@ -99,7 +102,8 @@ class TabletopVectorEnv(VectorEnv):
             [max_episode_steps or t.max_episode_steps for t in self.tasks], dtype=np.int64
         )
 
-        self.model = build_model(self.image_size)
+        self.supersample = check_supersample(supersample)
+        self.model = build_model(self.image_size * self.supersample)  # sizes the offscreen buffer only
         self.idx = SceneIndex(self.model)
         n = self.num_envs
         nthread = nthread or min(os.cpu_count() or 1, n)
@@ -109,7 +113,7 @@ class TabletopVectorEnv(VectorEnv):
         self._ctrl = self._batch.bind("ctrl")
         self._mocap = self._batch.bind("mocap_pos")
         cams = ("agentview", "wrist") if self.wrist else ("agentview",)
-        self._renderer = BatchRenderer(self.model, self.image_size, cams)
+        self._renderer = BatchRenderer(self.model, self.image_size, cams, supersample=self.supersample)
 
         img = gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
         spaces = {"image": img, "state": gym.spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)}
