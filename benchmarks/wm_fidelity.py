@@ -612,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = horizon_metrics(copy, real, last)
     peaks = {"fp32": matmul_gflops("float32"), "bf16": matmul_gflops("bfloat16")}
     for fam, r in results.items():
-        dtype = "bf16" if models[fam].config.autocast_bf16 else "fp32"
+        dtype = "bf16" if models[fam].uses_bf16 else "fp32"
         r["fraction_of_matmul_peak"] = (
             r["flops_per_frame"] * r["imagined_frames_per_s"] / (peaks[dtype] * 1e9)
         )

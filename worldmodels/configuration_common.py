@@ -51,7 +51,9 @@ class WorldModelConfig:
             them a model never sees a padded context nor predicts an episode's first frames, and
             imagined episodes from t=0 blur from the first chunk.
         state_loss_weight / reward_loss_weight / success_loss_weight: head loss weights.
-        autocast_bf16: run forward passes under ``torch.autocast(dtype=bfloat16)``.
+        autocast_bf16: run forward passes under ``torch.autocast(dtype=bfloat16)`` where the
+            device computes bf16 natively (``worldmodels.modeling_common.native_bf16``); fp32
+            elsewhere, where emulated bf16 is many times slower.
         seed: seed for the weight initialisation.
     """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -118,6 +119,19 @@ class WMStepOutput:
     rewards: Tensor
     success_prob: Tensor
     context: WMContext | None
+
+
+@functools.cache
+def native_bf16(device_type: str) -> bool:
+    """Whether ``device_type`` computes bfloat16 natively: a CUDA GPU that supports it, or a CPU
+    with AVX512-BF16 or AMX. Elsewhere bf16 is emulated: on an AVX2-only EPYC a 1024x1024 bf16
+    matmul ran at 0.8 GFLOP/s against 54 in fp32, and world-model training 20x slower."""
+    if device_type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device_type == "cpu":
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+    return False
 
 
 # ---------------------------------------------------------------------------------------------- backbone
@@ -330,8 +344,14 @@ class WorldModel(nn.Module):
         c = self.config
         return c.chunk_size * c.action_dim + c.context_frames * c.state_dim + 16 + c.instruction_dim + extra
 
+    @property
+    def uses_bf16(self) -> bool:
+        """Forward passes run under bf16 autocast: ``config.autocast_bf16`` and the device computes
+        bf16 natively (:func:`native_bf16`); elsewhere they run in fp32."""
+        return bool(self.config.autocast_bf16) and native_bf16(self.device.type)
+
     def autocast(self) -> contextlib.AbstractContextManager:
-        if self.config.autocast_bf16:
+        if self.uses_bf16:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
