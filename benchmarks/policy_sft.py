@@ -13,14 +13,14 @@ the new length: a warm restart, listed per budget in ``warm_restarts_at``). ``--
 trains one budget, so budgets can train in parallel processes before the evaluating run.
 
 The large budget is 300 demos/task (12k steps, batch 128; smaller budgets train with batch 64).
-Measured (50 episodes/task, ``benchmarks/results/policy_sft.json``): 40 demos/task reach 0.16,
-60 reach 0.52 (the small budget by the rule above), 90 reach 0.75 (10k steps), 200 reach 0.81 and
-300 reach 0.83 (95% interval 0.78-0.87). With batch 64 the 300-demo run scored 0.79 and 0.81 (two
-runs of older code), so batch 128 is a small gain at most, inside the interval. The failures left are on the push tasks (PushCube 0.62,
-PushCubeSpatial 0.50), imprecise pushes (the cube moves but stops off the pad), not wrong-side
-language grounding. The curve is steep between 40 and 60 demos/task, so the small budget moves with
-the run: a run of older code gave 0.21 at 40 and 0.37 at 60. Training longer (200 demos, 20k
-steps) did not help, nor did a weight average (``--ema-decay 0.999``).
+Measured (50 episodes/task, ``benchmarks/results/policy_sft.json``): 40 demos/task reach 0.16, 60
+reach 0.52 (the small budget by the rule above), 90 reach 0.75 (10k steps), 200 reach 0.81 and 300
+reach 0.83 (95% interval 0.78-0.87). With batch 64 the 300-demo run scored 0.79 and 0.81 (two runs
+of older code), so batch 128 is a small gain at most, inside the interval. The failures left are on
+the push tasks (PushCube 0.62, PushCubeSpatial 0.50), imprecise pushes (the cube moves but stops off
+the pad), not wrong-side language grounding. The curve is steep between 40 and 60 demos/task, so the
+small budget moves with the run: a run of older code gave 0.21 at 40 and 0.37 at 60. Training longer
+(200 demos, 20k steps) did not help, nor did a weight average (``--ema-decay 0.999``).
 
     python -m benchmarks.policy_sft --out benchmarks/results/policy_sft.json            # full
     python -m benchmarks.policy_sft --quick --out /tmp/policy_sft_quick.json             # CI

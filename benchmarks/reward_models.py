@@ -171,20 +171,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     plan = QUICK if args.quick else FULL
     torch.set_num_threads(args.num_threads)
     ss = args.supersample
-    data = Path(args.data or f".cache/data/builtin_mixed_noise_{plan['collect_episodes']}" + (f"_ss{ss}" if ss > 1 else ""))
+    suffix = f"_ss{ss}" if ss > 1 else ""
+    data = Path(args.data or f".cache/data/builtin_mixed_noise_{plan['collect_episodes']}{suffix}")
     if not (data / "meta").exists():
         from wmrl.collect import collect
 
         collect(str(data), "builtin", plan["collect_episodes"], [0.0, 0.3, 0.6], num_envs=24, seed=args.seed + 2,
                 progress=False, supersample=ss)
+    have = sorted({int(r.get("supersample", 1)) for r in read_episode_meta(data).values()} or {1})
+    if have != [ss]:  # checked on the sidecar, before the frames are loaded
+        raise SystemExit(f"--data {data} was rendered with supersample {have}; this run asks for --supersample {ss}")
     traj = load_trajectories(data)
     if traj.num_episodes != plan["collect_episodes"]:
         raise SystemExit(f"--data {data} holds {traj.num_episodes} episodes; this plan uses {plan['collect_episodes']} "
                          "(collected there when the folder is missing): pass another --data")
-    have = sorted({int(r.get("supersample", 1)) for r in read_episode_meta(data).values()} or {1})
-    if have != [ss]:
-        raise SystemExit(f"--data {data} was rendered with supersample {have}; this run asks for --supersample {ss}")
-    runs = args.runs or "runs/reward_models" + (f"_ss{ss}" if ss > 1 else "")  # trained models there are reused
+    runs = args.runs or f"runs/reward_models{suffix}"  # trained models there are reused
     cfg = to_dataclass(
         load_config("train_rewards", [f"out={runs}", f"idm_steps={plan['idm_steps']}",
                                       f"success_steps={plan['success_steps']}", f"seed={args.seed}",
