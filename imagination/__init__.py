@@ -19,6 +19,8 @@ _EXPORTS = {
     "train_ppo": "imagination.ppo",
     "CoevolutionConfig": "imagination.coevolution",
     "record_rollouts": "imagination.coevolution",
+    "calibrate_success_threshold": "imagination.calibration",
+    "paired_episodes": "imagination.calibration",
 }
 
 

@@ -7,10 +7,12 @@ Stages (each leaves ``RUN/stages/<name>.json`` and is skipped when that marker e
     rewards        IDM + executability reward + success reward model (RUN/rewards)
     sft            behaviour-cloned VLA policy (policies.train, RUN/sft)
     eval_sft       real-simulator success of the SFT policy
-    round_0        GRPO/PPO in imagination (ImaginedVectorEnv, keyframe starts, gating) + evaluation
+    round_0        GRPO/PPO in imagination (ImaginedVectorEnv, keyframe starts, gating) + evaluation;
+                   with success_calibration.episodes_per_task > 0, first paired SFT episodes in both
+                   worlds set the success threshold of every round (their real steps counted here)
     round_r        co-evolution: real rollouts of the policy (counted) -> fine-tune world model and
                    success model (failures up-weighted) -> RL in imagination -> evaluation
-    real_rl        baseline: the same RL in the real simulator with the real-env steps rounds 1..R used
+    real_rl        baseline: the same RL in the real simulator with the real-env steps rounds 0..R used
     report         results.md table, success-per-round plot, real | imagined videos, results.json
 
 Long stages checkpoint inside (world model, SFT, RL iterations) and resume from there.
@@ -50,7 +52,9 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         if self.source not in ("expert", "maniskill_motionplanning"):
-            raise ConfigError(f"demos.source={self.source!r}; expected 'expert' or 'maniskill_motionplanning'")
+            raise ConfigError(
+                f"demos.source={self.source!r}; expected 'expert' or 'maniskill_motionplanning'"
+            )
         if self.episodes_per_task < 2 or self.num_envs < 1 or not self.noise or min(self.noise) < 0:
             raise ConfigError(
                 f"demos: episodes_per_task={self.episodes_per_task} must be >= 2, "
@@ -107,6 +111,21 @@ class EvalConfig:
 
 
 @dataclass
+class SuccessCalibrationConfig:
+    """Args: episodes_per_task: SFT-policy episodes per task run in both worlds from the same real
+    starts before RL (:func:`imagination.calibration.paired_episodes`); the success threshold of
+    every RL round is then the one that best separates their real successes from their real
+    failures (:func:`imagination.calibration.calibrate_success_threshold`). Their real steps count
+    in round 0's real-env budget. 0: off (``imagination.success_threshold`` as given)."""
+
+    episodes_per_task: int = 0
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 0:
+            raise ConfigError(f"success_calibration.episodes_per_task={self.episodes_per_task} must be >= 0")
+
+
+@dataclass
 class RunConfig:
     """Config of ``wmrl run`` (``conf/run.yaml``).
 
@@ -121,6 +140,7 @@ class RunConfig:
         policy: ``policies.vla.VLAConfig`` fields (``conf/policy/*``); sft: ``TrainPolicyConfig``
             fields besides dataset/out/policy.
         imagination: ``ImaginedEnvConfig`` fields (``keyframes`` a ``KeyframeConfig`` mapping).
+        success_calibration: calibrate imagination's success threshold on paired episodes.
         rl: ``algo`` (grpo | ppo) + that trainer's config fields (``conf/rl/*``).
         coevolution: ``CoevolutionConfig`` fields.
         sft_successful_only: behaviour-clone only the demo episodes that succeeded (the failed noisy
@@ -146,6 +166,7 @@ class RunConfig:
     rl: dict = field(default_factory=lambda: {"algo": "grpo"})
     coevolution: dict = field(default_factory=dict)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    success_calibration: SuccessCalibrationConfig = field(default_factory=SuccessCalibrationConfig)
     real_rl_baseline: bool = True
     real_rl_num_envs: int = 16
     videos: int = 2
@@ -365,7 +386,9 @@ class Pipeline:
         if self.cfg.sft_successful_only:
             ok = np.flatnonzero(np.asarray(traj.episode_success, bool))
             if len(ok) == 0:
-                raise WmrlError(f"sft_successful_only: none of the {traj.num_episodes} demo episodes succeeded")
+                raise WmrlError(
+                    f"sft_successful_only: none of the {traj.num_episodes} demo episodes succeeded"
+                )
             traj = traj.select_episodes(ok)
         _, summary = train_policy(tc, traj, progress=self.progress)
         return {
@@ -455,6 +478,59 @@ class Pipeline:
             )
         return train_ppo(env, policy, rcfg, run=run, progress=self.progress, max_env_steps=max_env_steps)
 
+    def imagination_config(self):
+        """The run's ``ImaginedEnvConfig``, with the calibrated success threshold once there is one."""
+        icfg = self.cfg.imagination_config()
+        cal = self.root / "round_0" / "success_calibration.json"
+        if self.cfg.success_calibration.episodes_per_task > 0 and cal.exists():
+            icfg = dataclasses.replace(icfg, success_threshold=json.loads(cal.read_text())["threshold"])
+        return icfg
+
+    def calibrate_success(self, wm: Any, sm: Any, exe: Any) -> dict:
+        """Paired SFT episodes in both worlds -> the success threshold (written once, reused on resume)."""
+        import envs
+        from imagination.calibration import calibrate_success_threshold, paired_episodes
+
+        path = self.root / "round_0" / "success_calibration.json"
+        if path.exists():
+            return json.loads(path.read_text())
+        policy, tasks = self.policy_after(-1), self.tasks()
+        n = self.cfg.success_calibration.episodes_per_task
+        horizon = -(-max(envs.task_spec(t).max_episode_steps for t in tasks) // policy.chunk_size)
+        seed = 200_000 + 10_000 * self.cfg.seed  # starts no other stage uses
+        pairs = paired_episodes(
+            policy,
+            wm,
+            self.trajectories(),
+            tasks,
+            n,
+            seed,
+            horizon,
+            image_size=self.cfg.image_size,
+            imagination=self.cfg.imagination_config(),
+            success_model=sm,
+            exec_reward=exe,
+            gated_pass=False,
+        )
+        configured = self.cfg.imagination_config().success_threshold
+        try:
+            found: dict[str, Any] = calibrate_success_threshold(
+                pairs["imagined_max_p"], pairs["real"]
+            ).to_dict()
+        except WmrlError as e:  # e.g. every real episode failed: nothing to separate
+            found = {"threshold": configured, "error": f"{e}; kept the configured threshold {configured}"}
+            self._say(f"[yellow]success calibration: {found['error']}[/]")
+        out = {
+            **found,
+            "episodes_per_task": n,
+            "seed": seed,
+            "real_success": float(pairs["real"].mean()),
+            "real_env_steps": float(pairs["real_env_steps"].sum()),
+            "configured_threshold": configured,
+        }
+        atomic_write_json(path, out)
+        return out
+
     def imagined_env(self, wm: Any, sm: Any, exe: Any, keyframes: Any, seed: int):
         from imagination.imagined_env import ImaginedVectorEnv
 
@@ -464,7 +540,7 @@ class Pipeline:
             success_model=sm,
             exec_reward=exe,
             task_ids=self.tasks(),  # keyframes of other tasks only: a clear DatasetError
-            config=self.cfg.imagination_config(),
+            config=self.imagination_config(),
             seed=seed,
         )
 
@@ -512,6 +588,10 @@ class Pipeline:
         else:
             wm, sm, exe = self.load_models(0)
             summary["real_env_steps"] = 0.0
+            if self.cfg.success_calibration.episodes_per_task > 0:
+                cal = self.calibrate_success(wm, sm, exe)
+                summary["success_calibration"] = cal
+                summary["real_env_steps"] = cal["real_env_steps"]
         keyframes = self.trajectories()
         if r > 0:
             keyframes = _concat_weighted(

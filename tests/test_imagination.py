@@ -154,7 +154,9 @@ def test_success_source_picks_the_success_model_the_world_model_head_or_both(wm,
     np.testing.assert_allclose(probs["world_model"], head_only.step(acts)[-1]["success_prob"], atol=1e-6)
     p_model = sm.predict(obs["image"], info["instruction"]).float().numpy()
     np.testing.assert_allclose(probs["success_model"], p_model, atol=1e-5)
-    np.testing.assert_allclose(probs["min"], np.minimum(probs["success_model"], probs["world_model"]), atol=1e-5)
+    np.testing.assert_allclose(
+        probs["min"], np.minimum(probs["success_model"], probs["world_model"]), atol=1e-5
+    )
     assert not np.allclose(probs["success_model"], probs["world_model"])
     with pytest.raises(ConfigError, match="success_source='both'"):
         make_env(wm, data, success_source="both")
@@ -270,7 +272,9 @@ def test_coevolution_rollouts_sample_or_take_the_mean_action():
     pol = VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
     obs = {"image": np.zeros((3, SIZE, SIZE, 3), np.uint8), "state": np.zeros((3, 8), np.float32)}
     instr = ["push the red cube onto the target"] * 3
-    mean = policy_chunk_fn(pol, deterministic=CoevolutionConfig(deterministic_rollouts=True).deterministic_rollouts)
+    mean = policy_chunk_fn(
+        pol, deterministic=CoevolutionConfig(deterministic_rollouts=True).deterministic_rollouts
+    )
     np.testing.assert_array_equal(mean(obs, instr), mean(obs, instr))
     sampled = policy_chunk_fn(pol, deterministic=CoevolutionConfig().deterministic_rollouts)
     assert not np.allclose(sampled(obs, instr), sampled(obs, instr))
@@ -299,6 +303,7 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
         "eval.episodes_per_task=2",
         "eval.num_envs=2",
         "videos=1",
+        "success_calibration.episodes_per_task=2",
     ]
     assert main(args) == 0
     res = json.loads((rd / "results.json").read_text())
@@ -312,6 +317,10 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
     ):
         assert k in res
     assert len(res["coevolution_success_by_round"]) == 1 and res["real_env_steps_used"] > 0
+    cal = json.loads((rd / "round_0" / "success_calibration.json").read_text())
+    # round 0 spent real steps on the paired calibration episodes, and they count in the budget
+    r0 = json.loads((rd / "stages" / "round_0.json").read_text())
+    assert r0["real_env_steps"] == cal["real_env_steps"] > 0 and 0 < cal["threshold"] < 1
     assert (rd / "plots" / "success_per_round.png").stat().st_size > 0
     assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
     assert "| SFT" in (rd / "results.md").read_text()
@@ -349,6 +358,57 @@ def test_threshold_sweep_reads_success_as_max_probability_reaching_t():
     assert sw["0.98"]["pearson"] == pytest.approx(1.0)  # 2 policies, ordered as in the real sim
 
 
+def test_success_threshold_calibration_picks_the_best_separating_threshold():
+    from imagination.calibration import calibrate_success_threshold
+
+    # imagined max probabilities on a scale where real successes sit at 0.8-0.97 and failures at
+    # 0.3-0.75 (the naive 0.5 threshold would call most failures successes)
+    max_p = np.array([0.97, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.3, 0.5, 0.65])
+    real = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0], bool)
+    cal = calibrate_success_threshold(max_p, real)
+    assert cal.threshold == pytest.approx((0.8 + 0.75) / 2)  # halfway between the classes
+    assert cal.tpr == 1.0 and cal.fpr == 0.0 and cal.youden_j == 1.0 and cal.auroc == 1.0
+    assert (cal.episodes, cal.positives) == (10, 4)
+    # one failure above two successes: the best J keeps all successes and admits that failure
+    max_p2 = np.array([0.9, 0.8, 0.6, 0.7, 0.5, 0.4, 0.3, 0.2])
+    real2 = np.array([1, 1, 1, 0, 0, 0, 0, 0], bool)
+    cal2 = calibrate_success_threshold(max_p2, real2)
+    assert cal2.threshold == pytest.approx(0.55) and cal2.tpr == 1.0 and cal2.fpr == pytest.approx(0.2)
+    # scores that carry no information: the threshold stays above them all (no imagined success)
+    cal3 = calibrate_success_threshold(np.array([0.6, 0.6, 0.6, 0.6]), np.array([1, 0, 1, 0], bool))
+    assert cal3.threshold > 0.6 and cal3.youden_j == 0.0
+    assert 0.05 <= calibrate_success_threshold(np.array([0.01, 0.0]), np.array([1, 0], bool)).threshold
+    with pytest.raises(WmrlError, match="need both real successes and real failures"):
+        calibrate_success_threshold(np.array([0.2, 0.9]), np.array([1, 1], bool))
+    with pytest.raises(WmrlError, match="two equal shapes"):
+        calibrate_success_threshold(np.zeros(3), np.zeros(4, bool))
+    with pytest.raises(WmrlError, match="non-finite"):
+        calibrate_success_threshold(np.array([np.nan, 0.5]), np.array([1, 0], bool))
+
+
+def test_paired_episodes_start_both_worlds_from_the_same_real_frames(wm, data, exec_reward):
+    from test_rl import TinyGaussianPolicy
+
+    import envs
+    from imagination.calibration import paired_episodes
+
+    torch.manual_seed(0)
+    policy = TinyGaussianPolicy(state_dim=8, chunk_size=2, image_size=SIZE)
+    kw = dict(image_size=SIZE, imagination=ImaginedEnvConfig(), success_model=None, exec_reward=exec_reward)
+    pairs = paired_episodes(policy, wm, data, ["PushCube-v0"], 3, 5, 4, **kw)
+    assert set(pairs) == {"real", "imagined", "gate_ok", "imagined_max_p", "real_env_steps"}
+    assert pairs["real"].shape == pairs["imagined_max_p"].shape == (3,) and pairs["real"].dtype == bool
+    assert ((pairs["imagined_max_p"] >= 0) & (pairs["imagined_max_p"] <= 1)).all()
+    # 4 chunks of 2 steps each in the real simulator (no episode ends that early)
+    assert envs.task_spec("PushCube-v0").max_episode_steps > 8
+    np.testing.assert_array_equal(pairs["real_env_steps"], [8, 8, 8])
+    again = paired_episodes(policy, wm, data, ["PushCube-v0"], 3, 5, 4, gated_pass=False, **kw)
+    assert set(again) == {"real", "imagined_max_p", "real_env_steps"}
+    np.testing.assert_allclose(again["imagined_max_p"], pairs["imagined_max_p"], atol=1e-6)  # same starts
+    other = paired_episodes(policy, wm, data, ["PushCube-v0"], 3, 50, 4, gated_pass=False, **kw)
+    assert not np.allclose(other["imagined_max_p"], pairs["imagined_max_p"])  # other seeds, other starts
+
+
 def test_imagined_replays_keep_real_labels(wm, data):
     from imagination.coevolution import imagined_replays
 
@@ -384,9 +444,16 @@ def test_imagined_replays_keep_real_labels(wm, data):
     assert not np.array_equal(rep2.terminal.images, term.images[long_eps])
     with torch.no_grad():
         s1, t1 = np.asarray(data.episode_bounds)[long_eps[0]]
-        one = wm.rollout(
-            data.images[s1 : s1 + T][None], data.states[s1 : s1 + T][None], data.actions[s1 + T - 1 : t1][None]
-        ).frames[0, -1].cpu().numpy()
+        one = (
+            wm.rollout(
+                data.images[s1 : s1 + T][None],
+                data.states[s1 : s1 + T][None],
+                data.actions[s1 + T - 1 : t1][None],
+            )
+            .frames[0, -1]
+            .cpu()
+            .numpy()
+        )
     np.testing.assert_array_equal(rep2.terminal.images[0], one)
 
 
@@ -453,7 +520,15 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     with pytest.raises(ConfigError, match="expected a new NAME"):
         _parse_variants([["rl.lr=0.0003"]])
     res = summarize(
-        {"v": {"seed_0": {"sft_success": 0.4, "rl_success": 0.5, "lift": 0.1},
-               "seed_1": {"sft_success": 0.3, "rl_success": 0.2, "lift": -0.1}}}
+        {
+            "v": {
+                "seed_0": {"sft_success": 0.4, "rl_success": 0.5, "lift": 0.1},
+                "seed_1": {"sft_success": 0.3, "rl_success": 0.2, "lift": -0.1},
+            }
+        }
     )["v"]
-    assert res["lift"] == pytest.approx(0.0) and res["seeds_lifted"] == 1 and res["rl_success"] == pytest.approx(0.35)
+    assert (
+        res["lift"] == pytest.approx(0.0)
+        and res["seeds_lifted"] == 1
+        and res["rl_success"] == pytest.approx(0.35)
+    )
