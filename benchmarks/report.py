@@ -117,6 +117,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _best_sweep(d), ""),
     ("wm_policy_ranking.json", "Spearman at the threshold calibrated on SFT episodes from other starts",
      lambda d: _calibrated(d), ">= 0.9"),
+    ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
+     lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
+                          if k.startswith("configured")), ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",

@@ -20,7 +20,9 @@
   chunk, ``rewards.ExecutabilityReward``) and ``info["reward_confidence"]`` (how far from the
   threshold the success probabilities are, the lowest over the executed steps; a success step
   counts with the highest probability imagined from it to the chunk's end; times the agreement
-  of success model and world-model head when both exist); ``info["gate_ok"]`` is both above their thresholds. ``gate="mask"``
+  of success model and world-model head when both exist); ``info["gate_ok"]`` is both above their
+  thresholds (``confidence_scope="outcome"``: the confidence of the episode's outcome, checked at
+  its success step or at the horizon; other chunks by executability alone). ``gate="mask"``
   only reports (trainers mask those trajectories), ``"terminate"`` also truncates the episode.
 """
 
@@ -55,6 +57,15 @@ class ImaginedEnvConfig:
     gate: ``mask`` | ``terminate`` | ``off``.
     exec_threshold: minimum executability score of a reliable step.
     confidence_threshold: minimum reward confidence of a reliable step.
+    confidence_scope: what the confidence gate judges. ``step``: every executed chunk (one whose
+        probabilities came near the threshold is unreliable, even if a later chunk succeeds
+        clearly). ``outcome``: the episode's outcome only: a success by its success step (the
+        highest probability from it to the chunk's end), a failure at the horizon by the step
+        that came closest to the threshold; the other chunks are gated by executability alone.
+    confidence_agreement: multiply the reward confidence by the agreement of the success model
+        and the world model's success head (``1 - |p_model - p_head|``) when both exist. A head
+        that never fires (it predicts ~0 everywhere) then makes every confident success look
+        unreliable (agreement ``1 - p``).
     autoreset_mode: ``next_step`` | ``same_step``.
     """
 
@@ -68,6 +79,8 @@ class ImaginedEnvConfig:
     gate: str = "mask"
     exec_threshold: float = 0.25
     confidence_threshold: float = 0.1
+    confidence_scope: str = "step"
+    confidence_agreement: bool = True
     autoreset_mode: str = "next_step"
 
     def __post_init__(self) -> None:
@@ -85,6 +98,8 @@ class ImaginedEnvConfig:
             )
         if self.gate not in ("mask", "terminate", "off"):
             raise ConfigError(f"gate={self.gate!r}; expected 'mask', 'terminate' or 'off'")
+        if self.confidence_scope not in ("step", "outcome"):
+            raise ConfigError(f"confidence_scope={self.confidence_scope!r}; expected 'step' or 'outcome'")
         if not 0.0 < self.success_threshold < 1.0:
             raise ConfigError(f"success_threshold={self.success_threshold} must lie in (0, 1)")
         if self.autoreset_mode not in ("next_step", "same_step"):
@@ -175,6 +190,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.keyframe_rows = np.zeros(n, np.int64)
         self._t = np.zeros(n, np.int64)
         self._prev_p = np.zeros(n, np.float32)
+        self._min_conf = np.full(n, np.inf, np.float32)  # lowest chunk confidence of the episode so far
         self._prev_done = np.zeros(n, bool)
         self._image = np.zeros((n, size, size, 3), np.uint8)
         self._state = np.zeros((n, d_obs), np.float32)
@@ -214,6 +230,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         else:
             self._ctx = self._ctx.assign(torch.as_tensor(mask), ctx)
         self._t[idx] = 0
+        self._min_conf[idx] = np.inf
         self._prev_done[idx] = False
         self._prev_p[idx] = self._success_prob(
             self._image[idx][:, None], [self.instructions[i] for i in idx]
@@ -272,6 +289,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self._image[:], self._state[:] = frames[:, -1], states[:, -1]
         self.keyframe_rows[:] = -1
         self._t[:] = 0
+        self._min_conf[:] = np.inf
         self._prev_done[:] = False
         self._prev_p[:] = self._success_prob(self._image[:, None], self.instructions)[0][:, 0]
         return self._obs(), self._info(np.zeros(n, bool))
@@ -299,7 +317,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         check_finite("imagined success probability", p)
         thr = self.config.success_threshold
         conf = np.abs(p - thr) / np.where(p >= thr, 1.0 - thr, thr)
-        if use_model and wm_prob is not None:
+        if use_model and wm_prob is not None and self.config.confidence_agreement:
             conf = conf * (1.0 - np.abs(p - wm_prob))
         return p.astype(np.float32), conf.astype(np.float32)
 
@@ -360,7 +378,14 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
             conf_out[act] = c_min
             success_prob[act] = probs[rows, last]
             chunk_success_prob[act] = np.where(ok, probs, np.nan)
-            good = c_min >= cfg.confidence_threshold
+            if cfg.confidence_scope == "outcome":
+                hit_any = hit.any(1)
+                self._min_conf[act] = np.minimum(self._min_conf[act], np.where(hit_any, np.inf, c_min))
+                ends = self._t[act] + 1 >= cfg.horizon  # a failure is judged when it ends
+                c_gate = np.where(hit_any, confs[rows, first], np.where(ends, self._min_conf[act], np.inf))
+            else:
+                c_gate = c_min
+            good = c_gate >= cfg.confidence_threshold
             if es is not None:
                 exec_score[act] = np.nanmean(es, 1)
                 good &= exec_score[act] >= cfg.exec_threshold

@@ -180,6 +180,43 @@ def test_gating_mask_terminate_off(wm, data, exec_reward):
     assert env.step(acts)[-1]["gate_ok"].all()
 
 
+def test_confidence_agreement_and_outcome_scope(wm, data):
+    """The reward confidence with and without the success model / world-model head agreement, and
+    a confidence gate that judges every chunk (``step``) or only the episode's outcome."""
+    from rewards import SuccessModelConfig, SuccessRewardModel
+
+    torch.manual_seed(0)
+    sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
+    acts = np.random.default_rng(1).uniform(-1, 1, (8, 2, 7)).astype(np.float32)
+    thr = 0.999  # nothing succeeds: every frame of the chunk is executed
+    conf = {}
+    for agree in (True, False):
+        env = make_env(wm, data, success_model=sm, success_threshold=thr, confidence_agreement=agree)
+        env.reset(seed=3)
+        info = env.step(acts)[-1]
+        conf[agree] = info["reward_confidence"]
+    expected = (np.abs(info["chunk_success_prob"] - thr) / thr).min(1)  # p < thr everywhere
+    np.testing.assert_allclose(conf[False], expected, rtol=1e-5)
+    assert (conf[True] <= conf[False] + 1e-6).all() and not np.allclose(conf[True], conf[False])
+
+    gate_ok = {}
+    for scope in ("step", "outcome"):
+        env = make_env(
+            wm,
+            data,
+            success_model=sm,
+            success_threshold=thr,
+            confidence_threshold=1.01,
+            confidence_scope=scope,
+        )  # no confidence passes
+        env.reset(seed=3)
+        gate_ok[scope] = np.stack([env.step(acts)[-1]["gate_ok"] for _ in range(3)])  # horizon 3
+    assert not gate_ok["step"].any()  # every chunk judged
+    assert gate_ok["outcome"][:2].all() and not gate_ok["outcome"][2].any()  # the failure, at its end
+    with pytest.raises(ConfigError, match="confidence_scope='episode'"):
+        make_env(wm, data, confidence_scope="episode")
+
+
 def test_keyframe_strategies(data):
     ep_of = data.episode_index
     fails = set(np.flatnonzero(~np.asarray(data.episode_success)).tolist())
