@@ -30,13 +30,15 @@ import torch
 
 
 @torch.no_grad()
-def gate_counts(pipe: Any, icfg: Any, episodes: int, seed: int) -> dict[str, float]:
-    """Roll the run's SFT policy (sampling) for ``episodes`` imagined episodes under ``icfg``."""
+def gate_counts(
+    pipe: Any, models: tuple, policy: Any, icfg: Any, episodes: int, seed: int
+) -> dict[str, float]:
+    """Roll ``policy`` (sampling) for ``episodes`` imagined episodes under ``icfg`` in ``models``
+    (world model, success model, executability reward: ``pipe.load_models(0)``)."""
     from imagination.imagined_env import ImaginedVectorEnv
     from imagination.rollout_buffer import env_instructions
 
-    wm, sm, exe = pipe.load_models(0)
-    policy = pipe.policy_after(-1)
+    wm, sm, exe = models
     icfg = dataclasses.replace(icfg, num_envs=episodes, gate="mask")
     env = ImaginedVectorEnv(
         wm,
@@ -106,13 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     if cal.exists():
         thresholds["calibrated"] = float(json.loads(cal.read_text())["threshold"])
     settings: dict[str, Any] = {}
+    models, policy = pipe.load_models(0), pipe.policy_after(-1)  # the round-0 world and the SFT policy
     for tname, thr in thresholds.items():
         for cname, kw in (
             ("default", {"confidence_scope": "step", "confidence_agreement": True}),
             ("outcome_no_agreement", {"confidence_scope": "outcome", "confidence_agreement": False}),
         ):
             icfg = dataclasses.replace(base, success_threshold=thr, **kw)
-            settings[f"{tname}_{cname}"] = r = gate_counts(pipe, icfg, episodes, a.seed)
+            settings[f"{tname}_{cname}"] = r = gate_counts(pipe, models, policy, icfg, episodes, a.seed)
             if not a.no_progress:
                 print(f"{tname}_{cname}: {r}")
     res = {

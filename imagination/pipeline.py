@@ -498,6 +498,7 @@ class Pipeline:
         n = self.cfg.success_calibration.episodes_per_task
         horizon = -(-max(envs.task_spec(t).max_episode_steps for t in tasks) // policy.chunk_size)
         seed = 200_000 + 10_000 * self.cfg.seed  # starts no other stage uses
+        configured_cfg = self.cfg.imagination_config()
         pairs = paired_episodes(
             policy,
             wm,
@@ -507,12 +508,12 @@ class Pipeline:
             seed,
             horizon,
             image_size=self.cfg.image_size,
-            imagination=self.cfg.imagination_config(),
+            imagination=configured_cfg,
             success_model=sm,
             exec_reward=exe,
             gated_pass=False,
         )
-        configured = self.cfg.imagination_config().success_threshold
+        configured = configured_cfg.success_threshold
         try:
             found: dict[str, Any] = calibrate_success_threshold(
                 pairs["imagined_max_p"], pairs["real"]
