@@ -67,6 +67,28 @@ def _calibrated(d: dict) -> str:
     return f"{_fmt(c['spearman'])} at {c['calibration']['threshold']:.2f}"
 
 
+def _persistence(d: dict) -> str:
+    """Spearman when a success must persist, e.g. "0.88 (4 frames at 0.70)"; "not run" before it existed."""
+    p = d.get("persistence")
+    if not p:
+        return "not run"
+    if p.get("spearman") is None:
+        return p.get("error", "undefined")[:60]
+    return f"{_fmt(p['spearman'])} ({p['frames']} frames at {p['calibration']['threshold']:.2f})"
+
+
+def _finetuned(d: dict) -> str:
+    """Spearman with the success model fine-tuned on paired imagined frames, and its per-episode AUROC
+    next to the run model's, e.g. "0.90 at 0.62 (episode AUROC 0.80 vs 0.72)"; "not run" before it existed."""
+    f = d.get("finetuned")
+    if not f:
+        return "not run"
+    if f.get("spearman") is None:
+        return f.get("calibration", {}).get("error", "undefined")[:60]
+    auc = f" (episode AUROC {_fmt(f['episode_auroc'])} vs {_fmt(f['episode_auroc_run_model'])})" if "episode_auroc" in f else ""
+    return f"{_fmt(f['spearman'])} at {f['calibration']['threshold']:.2f}{auc}"
+
+
 # (file, label, path-or-fn, goal)
 ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "built-in suite, 16 envs, 64x64 render: env-steps/s", "steps_per_s.batched_16", ">= 1,000"),
@@ -117,6 +139,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _best_sweep(d), ""),
     ("wm_policy_ranking.json", "Spearman at the threshold calibrated on SFT episodes from other starts",
      lambda d: _calibrated(d), ">= 0.9"),
+    ("wm_policy_ranking.json", "same, success held for m frames in a row (m and threshold calibrated together)",
+     lambda d: _persistence(d), ">= 0.9"),
+    ("wm_policy_ranking.json", "same, success model fine-tuned on paired SFT episodes' imagined frames",
+     lambda d: _finetuned(d), ">= 0.9"),
+    ("wm_policy_ranking.json", "noise ceiling: Spearman of a real retest from other starts vs the real ranking",
+     "noise_ceiling.spearman", ""),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),

@@ -4,15 +4,16 @@ Usage::
 
     python -m benchmarks.wm_policy_ranking [--quick] --out benchmarks/results/wm_policy_ranking.json
         [--run-dir RUN] [--episodes-per-task N] [--calibration-episodes-per-task N]
-        [key=value ...]   # the run's Hydra overrides
+        [--finetune-steps N] [key=value ...]   # the run's Hydra overrides
 
 Uses a finished ``wmrl run`` folder (its world model, success / executability reward models and
 policies; the run is made, or resumed, first). Every policy runs from the *same* real starts in
 both worlds: the real env is reset with fixed seeds, and the imagined env starts from those
 first real frames (``ImaginedVectorEnv.reset_to``), so each episode gives a (imagined, real)
-success pair. Policies (>= 6, varied quality): the SFT policy, the RL-in-imagination and
-co-evolution checkpoints, the real-RL baseline, the SFT policy with Gaussian action noise at
-several levels, and a uniform random policy. (The scripted experts read the simulator's
+success pair. Policies (>= 6, varied quality): the SFT policy, the same SFT recipe at 30%, 50% and
+70% of its optimiser steps (``sft_steps_N``, trained once into ``RUN/ranking/``), the
+RL-in-imagination and co-evolution checkpoints, the real-RL baseline, the SFT policy with Gaussian
+action noise at several levels, and a uniform random policy. (The scripted experts read the simulator's
 privileged state, which a world model does not have, so they cannot act inside it.)
 
 ``threshold_sweep``: the same statistics if imagined success meant "the success probability ever
@@ -22,11 +23,22 @@ the SFT policy runs alone from other real starts (seed + 500000, ``--calibration
 24 by default) in both worlds, and :func:`imagination.calibration.calibrate_success_threshold`
 takes the threshold with the best Youden's J against their real outcomes (``calibration`` records
 it); ``goal.met_calibrated`` judges that Spearman.
+``persistence``: the same, if imagined success meant "the probability held >= t for m consecutive
+imagined frames" (:func:`imagination.calibration.persisted_max`), m and t chosen together on those
+calibration episodes. ``finetuned``: the same, with a copy of the run's success model fine-tuned
+(``--finetune-steps``) on the imagined frames of the calibration episodes, run with the mean action
+and with sampled actions (common random numbers in both worlds), labelled by their real outcomes
+(:func:`imagination.calibration.finetune_success_on_pairs`); its threshold comes from a second set of
+SFT starts (seed + 600000), and ``episode_auroc`` compares it with the run's model over every
+ranked episode. Every Spearman has a paired-bootstrap 95% interval (``spearman_ci95``).
 Fields: ``pearson``, ``spearman``, ``mmrv`` (mean maximum rank violation, lower is better),
 ``policies`` (per-policy imagined vs real success), and ``refuted`` (imagined successes the real
 simulator refutes, counted over all imagined successes and over those that passed gating),
 ``episode_agreement`` (per policy and mean: the fraction of paired episodes whose imagined outcome
-equals the real one).
+equals the real one), and ``noise_ceiling``: every policy runs again in the real simulator alone
+from as many other starts (seed + 700000), and the rank statistics of that retest against the
+ranking's real success say how well the real simulator agrees with itself (policies closer than
+the sampling noise get reordered by any second evaluation; a world model cannot beat that).
 """
 
 from __future__ import annotations
@@ -85,8 +97,11 @@ def paired_episodes(
     seed: int,
     horizon_chunks: int,
     gated_pass: bool = True,
+    imagined: bool = True,
+    **kwargs: Any,
 ) -> dict[str, np.ndarray]:
-    """:func:`imagination.calibration.paired_episodes` with the models of the run's last round."""
+    """:func:`imagination.calibration.paired_episodes` with the models of the run's last round
+    (``kwargs``: its ``deterministic``, ``score_models``, ``record_frames``)."""
     from imagination.calibration import paired_episodes as run_pairs
 
     wm, sm, exe = pipe.load_models(pipe.cfg.coevolution_config().rounds)
@@ -103,6 +118,8 @@ def paired_episodes(
         success_model=sm,
         exec_reward=exe,
         gated_pass=gated_pass,
+        imagined=imagined,
+        **kwargs,
     )
 
 
@@ -133,6 +150,37 @@ def rank_stats(imagined: np.ndarray, real: np.ndarray) -> dict[str, float | None
 
 
 CALIBRATION_SEED_OFFSET = 500_000  # calibration starts: seed + 500000 + 1000 * task + episode
+FINETUNE_THRESHOLD_SEED_OFFSET = 600_000  # the fine-tuned success model's threshold starts
+PERSISTENCE_FRAMES = (1, 2, 3, 4, 6, 8)  # consecutive imagined frames a success must hold
+RETEST_SEED_OFFSET = 700_000  # the real retest's starts (noise ceiling)
+SFT_BUDGET_FRACTIONS = (0.3, 0.5, 0.7)  # of the run's SFT steps: the weaker SFT policies
+
+
+def sft_at_budgets(pipe: Any, fractions: tuple[float, ...] = SFT_BUDGET_FRACTIONS) -> dict[str, Any]:
+    """The run's SFT recipe at smaller optimiser-step budgets (``fraction`` x the run's steps, at
+    least 20), trained once into ``RUN/ranking/sft_steps_N`` (kept, and resumed, across calls):
+    the "SFT at several budgets" policies, graded by training rather than by injected noise."""
+    from policies import load_policy
+    from policies.train import TrainPolicyConfig
+
+    full = int(pipe.cfg.sft.get("steps") or TrainPolicyConfig.steps)
+    out = {}
+    for f in fractions:
+        n = max(20, int(round(f * full)))
+        folder = pipe.root / "ranking" / f"sft_steps_{n}"
+        if not (folder / "policy" / "config.json").exists():
+            pipe.train_sft(folder, steps=n)
+        out[f"sft_steps_{n}"] = load_policy(folder / "policy")
+    return out
+
+
+def noise_ceiling(real: np.ndarray, retest: np.ndarray) -> dict[str, Any]:
+    """How well the real simulator ranks the policies against itself: rank statistics of the
+    policies' real success on the ranking's starts (``real`` (P,)) against their real success on
+    as many other starts (``retest`` (P,)). A world model cannot be expected to beat this: with
+    policies whose success differs by less than the sampling noise, even a second real
+    evaluation reorders them."""
+    return {**rank_stats(retest, real), "retest_success": [float(x) for x in retest]}
 
 SWEEP_THRESHOLDS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
 
@@ -155,6 +203,40 @@ def threshold_sweep(pairs: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[s
     return out
 
 
+def spearman_ci95(imagined: list[np.ndarray], real: list[np.ndarray], draws: int = 1000, seed: int = 0) -> list[float] | None:
+    """Paired-bootstrap 95% interval of the Spearman correlation between per-policy imagined and real
+    success rates: each draw resamples every policy's episodes with replacement (the same episodes for
+    both worlds). ``imagined`` / ``real``: per policy, bool (E_p,) outcomes. None when too few draws
+    give a defined correlation (constant rates)."""
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(draws):
+        idx = [rng.integers(len(r), size=len(r)) for r in real]
+        im = np.array([i[j].mean() for i, j in zip(imagined, idx)])
+        re = np.array([r[j].mean() for r, j in zip(real, idx)])
+        if np.std(im) > 0 and np.std(re) > 0:
+            vals.append(np.corrcoef(_ranks(im), _ranks(re))[0, 1])
+    if len(vals) < draws // 2:
+        return None
+    return [float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))]
+
+
+def thresholded(pairs: dict[str, dict[str, np.ndarray]], key: str, threshold: float) -> dict[str, Any]:
+    """Ranking statistics if imagined success meant ``pairs[policy][key] >= threshold``."""
+    real = np.array([p["real"].mean() for p in pairs.values()])
+    imag = {n: p[key] >= threshold for n, p in pairs.items()}
+    rates = np.array([v.mean() for v in imag.values()])
+    return {
+        **rank_stats(rates, real),
+        "spearman_ci95": spearman_ci95(list(imag.values()), [p["real"] for p in pairs.values()]),
+        "episode_agreement": float(np.mean([(imag[n] == p["real"]).mean() for n, p in pairs.items()])),
+        "mean_imagined_success": float(rates.mean()),
+        "imagined_success": {n: float(v) for n, v in zip(imag, rates)},
+        "imagined_false_successes": int(sum((imag[n] & ~p["real"]).sum() for n, p in pairs.items())),
+        "imagined_missed_successes": int(sum((~imag[n] & p["real"]).sum() for n, p in pairs.items())),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
@@ -169,13 +251,25 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="SFT episodes per task, from starts the ranking never uses, that calibrate the threshold",
     )
+    p.add_argument(
+        "--finetune-steps",
+        type=int,
+        default=None,
+        help="steps that fine-tune a copy of the success model on the calibration pairs' imagined frames "
+        "(0: skip; default 300, 30 with --quick)",
+    )
     p.add_argument("--seed", type=int, default=4242)
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config (as given to the run)")
     a = p.parse_args(argv)
     import envs
     from benchmarks.imagination_lift import environment_info
-    from imagination.calibration import calibrate_success_threshold
+    from imagination.calibration import (
+        calibrate_success_persistence,
+        calibrate_success_threshold,
+        finetune_success_on_pairs,
+        persisted_max,
+    )
     from imagination.pipeline import Pipeline, load_run_config
     from policies import load_policy
     from wmrl.errors import WmrlError
@@ -190,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     pipe = Pipeline(cfg, progress=not a.no_progress)
     pipe.run_all()  # makes the run, or resumes it (finished stages are skipped)
     eps = a.episodes_per_task or (4 if a.quick else 12)
+    if a.finetune_steps is None:
+        a.finetune_steps = 30 if a.quick else 300
     tasks = pipe.tasks()
     sft = load_policy(run_dir / "sft" / "policy")
-    cands: dict[str, Any] = {"sft": sft}
+    cands: dict[str, Any] = {"sft": sft, **sft_at_budgets(pipe)}
     for r in range(cfg.coevolution_config().rounds + 1):
         cands[f"imagination_round_{r}"] = load_policy(run_dir / f"round_{r}" / "policy")
     if (run_dir / "real_rl" / "policy").exists():
@@ -201,10 +297,54 @@ def main(argv: list[str] | None = None) -> int:
         cands[f"sft_noise_{sigma}"] = NoisyPolicy(sft, sigma, seed=int(sigma * 10))
     cands["random"] = RandomPolicy(sft.chunk_size, sft.image_size)
     horizon = -(-max(envs.task_spec(t).max_episode_steps for t in tasks) // sft.chunk_size)
+    # Calibration on the SFT policy's paired episodes from other starts (seed + 500000), before the
+    # ranking: (1) the threshold of the run's success model; (2) a copy of that success model
+    # fine-tuned on the imagined frames of those episodes (deterministic and sampled actions),
+    # labelled by their real outcomes, whose threshold is then chosen on a second set of SFT
+    # starts (seed + 600000). The ranking's own real outcomes choose neither.
+    cal_eps = a.calibration_episodes_per_task or (4 if a.quick else 24)
+    cal_seed = a.seed + CALIBRATION_SEED_OFFSET
+    cal_pairs = paired_episodes(sft, pipe, tasks, cal_eps, cal_seed, horizon, gated_pass=False, record_frames=True)
+    try:
+        cal = calibrate_success_threshold(cal_pairs["imagined_max_p"], cal_pairs["real"])
+    except WmrlError as e:  # e.g. a quick run's SFT policy that never succeeds
+        cal, cal_error = None, str(e)
+    sm_ft, ft_info = None, {}
+    if a.finetune_steps > 0:
+        sampled = paired_episodes(sft, pipe, tasks, cal_eps, cal_seed, horizon, gated_pass=False,
+                                  record_frames=True, deterministic=False)
+        _, sm, _ = pipe.load_models(cfg.coevolution_config().rounds)
+        tf = time.perf_counter()
+        sm_ft = finetune_success_on_pairs(sm, pipe.trajectories(), [cal_pairs, sampled], steps=a.finetune_steps,
+                                          seed=a.seed)
+        ft_info = {"finetune_steps": a.finetune_steps, "finetune_seconds": time.perf_counter() - tf,
+                   "pair_episodes": int(len(cal_pairs["real"]) + len(sampled["real"])),
+                   "pair_real_success": {"deterministic": float(cal_pairs["real"].mean()),
+                                         "sampled": float(sampled["real"].mean())},
+                   "pair_frames": int(len(cal_pairs["frame_episode"]) + len(sampled["frame_episode"]))}
+        ft_seed = a.seed + FINETUNE_THRESHOLD_SEED_OFFSET
+        held = paired_episodes(sft, pipe, tasks, cal_eps, ft_seed, horizon, gated_pass=False,
+                               score_models={"finetuned": sm_ft})
+        ft_info.update(threshold_seed=ft_seed, threshold_episodes=int(len(held["real"])),
+                       threshold_real_success=float(held["real"].mean()))
+        try:
+            ft_info["heldout_auroc_run_model"] = calibrate_success_threshold(held["imagined_max_p"], held["real"]).auroc
+            ft_cal = calibrate_success_threshold(held["imagined_max_p_finetuned"], held["real"])
+        except WmrlError as e:
+            ft_cal, ft_info["error"] = None, str(e)
+    # Persistence: imagined success as "the probability held >= t for m consecutive frames", with m
+    # and t chosen together on the same calibration pairs (best Youden's J; ties to the smaller m).
+    try:
+        best_m, persist_cal, persist_j = calibrate_success_persistence(
+            cal_pairs["imagined_p_trace"], cal_pairs["real"], PERSISTENCE_FRAMES
+        )
+    except WmrlError:
+        best_m = None
+    score = {"finetuned": sm_ft} if sm_ft is not None else None
     rows, refuted = {}, {"all": 0, "all_imagined_successes": 0, "gated": 0, "gated_imagined_successes": 0}
     pairs: dict[str, dict[str, np.ndarray]] = {}
     for name, pol in cands.items():
-        r = pairs[name] = paired_episodes(pol, pipe, tasks, eps, a.seed, horizon)
+        r = pairs[name] = paired_episodes(pol, pipe, tasks, eps, a.seed, horizon, score_models=score)
         gated_imag = r["imagined"] & r["gate_ok"]
         rows[name] = {
             "real_success": float(r["real"].mean()),
@@ -224,44 +364,57 @@ def main(argv: list[str] | None = None) -> int:
         if not a.no_progress:
             print(f"{name}: {rows[name]}")
     real = np.array([v["real_success"] for v in rows.values()])
-    # Calibrated threshold: chosen on the SFT policy's paired episodes from other starts, then applied
-    # to every policy's sweep pass (the ranking's own real outcomes never choose it).
-    cal_eps = a.calibration_episodes_per_task or (4 if a.quick else 24)
-    cal_seed = a.seed + CALIBRATION_SEED_OFFSET
-    cal_pairs = paired_episodes(sft, pipe, tasks, cal_eps, cal_seed, horizon, gated_pass=False)
-    try:
-        cal = calibrate_success_threshold(cal_pairs["imagined_max_p"], cal_pairs["real"])
-    except WmrlError as e:  # e.g. a quick run's SFT policy that never succeeds
-        calibrated: dict[str, Any] = {"error": str(e)}
-    else:
-        imag_c = {n: pr["imagined_max_p"] >= cal.threshold for n, pr in pairs.items()}
-        rates_c = np.array([v.mean() for v in imag_c.values()])
-        calibrated = {
-            **rank_stats(rates_c, real),
-            "episode_agreement": float(
-                np.mean([(imag_c[n] == pr["real"]).mean() for n, pr in pairs.items()])
-            ),
-            "mean_imagined_success": float(rates_c.mean()),
-            "imagined_success": {n: float(v) for n, v in zip(imag_c, rates_c)},
-            "imagined_false_successes": int(sum((imag_c[n] & ~pr["real"]).sum() for n, pr in pairs.items())),
-            "imagined_missed_successes": int(sum((~imag_c[n] & pr["real"]).sum() for n, pr in pairs.items())),
-        }
+    calibrated: dict[str, Any] = (
+        {"error": cal_error} if cal is None else thresholded(pairs, "imagined_max_p", cal.threshold)
+    )
     calibrated["calibration"] = {
-        **({} if "error" in calibrated else cal.to_dict()),
+        **({} if cal is None else cal.to_dict()),
         "policy": "sft",
         "episodes_per_task": cal_eps,
         "seed": cal_seed,
         "real_success": float(cal_pairs["real"].mean()),
     }
+    persistence: dict[str, Any] = {"error": "no calibration (see calibrated)"}
+    if best_m is not None:
+        for pr in pairs.values():
+            pr["imagined_persist"] = persisted_max(pr["imagined_p_trace"], best_m)
+        persistence = {
+            **thresholded(pairs, "imagined_persist", persist_cal.threshold),
+            "frames": best_m,
+            "calibration": persist_cal.to_dict(),
+            "calibration_youden_j_by_frames": {str(m): j for m, j in persist_j.items()},
+        }
+    finetuned: dict[str, Any] | None = None
+    if sm_ft is not None:
+        finetuned = {} if ft_cal is None else thresholded(pairs, "imagined_max_p_finetuned", ft_cal.threshold)
+        from sklearn.metrics import roc_auc_score
+
+        both = [(p["imagined_max_p"], p["imagined_max_p_finetuned"], p["real"]) for p in pairs.values()]
+        y = np.concatenate([b[2] for b in both])
+        if 0 < y.sum() < len(y):  # per-episode AUROC over every ranked policy's pairs
+            finetuned["episode_auroc"] = float(roc_auc_score(y, np.concatenate([b[1] for b in both])))
+            finetuned["episode_auroc_run_model"] = float(roc_auc_score(y, np.concatenate([b[0] for b in both])))
+        finetuned["calibration"] = {**({} if ft_cal is None else ft_cal.to_dict()), **ft_info}
+    retest_seed = a.seed + RETEST_SEED_OFFSET
+    retest_eps = [paired_episodes(pol, pipe, tasks, eps, retest_seed, horizon, imagined=False)["real"]
+                  for pol in cands.values()]
+    retest = np.array([r.mean() for r in retest_eps])
+    for name, r in zip(rows, retest):
+        rows[name]["real_success_retest"] = float(r)
     imag = np.array([v["imagined_success"] for v in rows.values()])
     imag_g = np.array([v["imagined_success_gated"] for v in rows.values()])
     res: dict[str, Any] = {
         **rank_stats(imag, real),
+        "spearman_ci95": spearman_ci95([p["imagined"] for p in pairs.values()], [p["real"] for p in pairs.values()]),
         "gated": rank_stats(imag_g, real),
         "policies": rows,
         "refuted": refuted,
         "threshold_sweep": threshold_sweep(pairs),
         "calibrated": calibrated,
+        "noise_ceiling": {**noise_ceiling(real, retest), "seed": retest_seed,
+                          "spearman_ci95": spearman_ci95(retest_eps, [p["real"] for p in pairs.values()])},
+        "finetuned": finetuned,
+        "persistence": persistence,
         "success_source": cfg.imagination_config().success_source,
         "success_threshold": cfg.imagination_config().success_threshold,
         "episode_agreement": float(np.mean([v["episode_agreement"] for v in rows.values()])),
@@ -279,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": ">= 0.9",
         "met": bool(res["spearman"] is not None and res["spearman"] >= 0.9),
         "met_calibrated": bool(cal_s is not None and cal_s >= 0.9),
+        "met_finetuned": bool(finetuned is not None and (finetuned.get("spearman") or 0) >= 0.9),
+        "met_persistence": bool((persistence.get("spearman") or 0) >= 0.9),
+        "real_retest_spearman": res["noise_ceiling"]["spearman"],
     }
     atomic_write_json(a.out, res)
     print(

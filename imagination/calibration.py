@@ -8,9 +8,17 @@ world model. Given episodes that ran the same policy from the same real starts i
 the real failures: the point of the ROC curve with the largest Youden's J = TPR - FPR
 (equivalently, the best balanced accuracy).
 
-``paired_episodes(policy, world_model, ...)`` runs those pairs and returns ``real`` (E,) and
-``imagined_max_p`` (E,); ``calibrate_success_threshold(max_p (E,), real (E,)) ->
-ThresholdCalibration``.
+``paired_episodes(policy, world_model, ...)`` runs those pairs and returns ``real`` (E,),
+``imagined_max_p`` (E,) and the per-frame ``imagined_p_trace`` (E, T);
+``calibrate_success_threshold(max_p (E,), real (E,)) -> ThresholdCalibration``.
+
+Two further readings of the same pairs:
+- persistence: a success must hold ``m`` imagined frames in a row (:func:`persisted_max`), ``m``
+  and the threshold chosen together (:func:`calibrate_success_persistence`); the imagined env's
+  ``success_persistence`` applies it.
+- fine-tuning: the pairs' imagined frames, labelled by the real outcome of the same start
+  (:func:`paired_success_frames`), fine-tune a copy of the success model
+  (:func:`finetune_success_on_pairs`).
 """
 
 from __future__ import annotations
@@ -115,8 +123,12 @@ def paired_episodes(
     success_model: Any | None = None,
     exec_reward: Any | None = None,
     gated_pass: bool = True,
+    imagined: bool = True,
+    deterministic: bool = True,
+    score_models: dict[str, Any] | None = None,
+    record_frames: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Run ``policy`` (deterministic) from the same real starts in the real simulator and in the
+    """Run ``policy`` (its mean action unless ``deterministic=False``) from the same real starts in the real simulator and in the
     world model: episode ``e`` of task ``i`` starts from the real reset with seed
     ``seed + 1000 * i + e``, and the imagined episodes start from that first real frame
     (``ImaginedVectorEnv.reset_to``).
@@ -130,11 +142,23 @@ def paired_episodes(
         image_size: real env frame size; ``imagination``: the ``ImaginedEnvConfig`` to start from
             (its ``num_envs``, ``horizon``, ``chunk_size`` and ``gate`` are set here).
         gated_pass: also run the thresholded, gated imagined pass.
+        imagined: False runs the real simulator alone (``real`` and ``real_env_steps`` only; the
+            world model is not used): a retest of the same policy from other starts.
+        deterministic: False samples the policy's actions, with common random numbers: every pass
+            of a task replays the same policy noise stream (the CPU generator, seeded by ``seed``
+            and the task), so a pair differs by its world, not by its noise draws.
+        score_models: more success models (name -> model) that score the sweep pass's imagined
+            frames: ``imagined_max_p_<name>`` (E,), the same statistic on the same frames.
+        record_frames: also return the sweep pass's executed imagined frames for training:
+            ``frames`` uint8 (M, H, W, 3), ``frame_episode`` int (M,), ``frame_step`` int (M,) (the
+            frame follows that many executed actions), and ``instruction`` (E,).
 
     Returns arrays over the E = tasks x episodes_per_task episodes: bool ``real`` (success in the
     real simulator); float ``imagined_max_p``: the highest success probability of an imagined pass
     that does not stop on success (threshold 0.999, no gating), so that the imagined outcome at any
-    threshold t is ``imagined_max_p >= t``; with ``gated_pass``, bool ``imagined`` (success at the
+    threshold t is ``imagined_max_p >= t``; float ``imagined_p_trace`` (E, horizon_chunks * K):
+    that pass's success probability of every executed imagined frame (NaN where none was executed);
+    with ``gated_pass``, bool ``imagined`` (success at the
     configured threshold) and ``gate_ok`` (every imagined step reliable); and int
     ``real_env_steps`` (E,): the real simulator steps each episode took."""
     import dataclasses
@@ -145,9 +169,17 @@ def paired_episodes(
     from imagination.rollout_buffer import env_instructions
 
     k = policy.chunk_size
-    out: dict[str, list] = {"real": [], "imagined_max_p": [], "real_env_steps": []}
+    gated_pass = gated_pass and imagined
+    score_models = dict(score_models or {}) if imagined else {}
+    record_frames = record_frames and imagined
+    out: dict[str, list] = {"real": [], "real_env_steps": []}
+    if imagined:
+        out["imagined_max_p"], out["imagined_p_trace"] = [], []
+        out.update({f"imagined_max_p_{m}": [] for m in score_models})
     if gated_pass:
         out.update(imagined=[], gate_ok=[])
+    if record_frames:
+        out.update(frames=[], frame_episode=[], frame_step=[], instruction=[])
     for ti, task in enumerate(tasks):
         n = episodes_per_task
         seeds = [seed + 1000 * ti + e for e in range(n)]
@@ -155,8 +187,6 @@ def paired_episodes(
             envs.make_vec(task, n, image_size=image_size, autoreset_mode="same_step"), k
         )
         icfg = dataclasses.replace(imagination, num_envs=n, horizon=horizon_chunks, gate="mask", chunk_size=k)
-        sweep_cfg = dataclasses.replace(icfg, success_threshold=0.999, gate="off")
-        sweep = ImaginedVectorEnv(world_model, keyframes, success_model=success_model, config=sweep_cfg)
         obs_r, info_r = real.reset(seed=seeds)
         instr = env_instructions(real, info_r)
         first_image, first_state = obs_r["image"][:, None], obs_r["state"][:, None]
@@ -166,18 +196,36 @@ def paired_episodes(
                 world_model, keyframes, success_model=success_model, exec_reward=exec_reward, config=icfg
             )
             passes.append(("imagined", imag, *imag.reset_to(first_image, first_state, instr, [task] * n)))
-        passes.append(("sweep", sweep, *sweep.reset_to(first_image, first_state, instr, [task] * n)))
+        if imagined:
+            sweep_cfg = dataclasses.replace(icfg, success_threshold=0.999, gate="off")
+            sweep = ImaginedVectorEnv(world_model, keyframes, success_model=success_model, config=sweep_cfg)
+            passes.append(("sweep", sweep, *sweep.reset_to(first_image, first_state, instr, [task] * n)))
+        e0 = ti * n  # this task's first episode index
         for name, env, obs, info in passes:
             alive, succ, gate = np.ones(n, bool), np.zeros(n, bool), np.ones(n, bool)
             max_p, steps = np.zeros(n), np.zeros(n, np.int64)
-            for _ in range(horizon_chunks):
-                a = policy.act(obs, env_instructions(env, info), deterministic=True).actions
+            extra_p = {m: np.zeros(n) for m in score_models}
+            trace = np.full((n, horizon_chunks * k), np.nan)
+            noise = torch.Generator().manual_seed(seed * 7919 + ti)  # the same stream for every pass
+            for c in range(horizon_chunks):
+                if deterministic:
+                    a = policy.act(obs, env_instructions(env, info), deterministic=True).actions
+                else:
+                    with torch.random.fork_rng(devices=[]):
+                        torch.set_rng_state(noise.get_state())
+                        a = policy.act(obs, env_instructions(env, info), deterministic=False).actions
+                        noise.set_state(torch.get_rng_state())
                 obs, _, term, trunc, info = env.step(np.asarray(a.cpu(), np.float32))
+                if name == "sweep" and (score_models or record_frames):
+                    done_before = steps.copy()
+                    _score_chunk(info, alive, score_models, extra_p, env_instructions(env, info),
+                                 out if record_frames else None, e0, done_before)
                 succ |= alive & np.asarray(info["success"], bool)
                 gate &= ~alive | np.asarray(info.get("gate_ok", np.ones(n, bool)), bool)
                 if "chunk_valid" in info:
                     steps += np.where(alive, np.asarray(info["chunk_valid"], bool).sum(1), 0)
                 if "chunk_success_prob" in info:
+                    trace[:, c * k : (c + 1) * k] = np.where(alive[:, None], info["chunk_success_prob"], np.nan)
                     chunk_max = np.nan_to_num(info["chunk_success_prob"], nan=0.0).max(1)
                     max_p = np.where(alive, np.maximum(max_p, chunk_max), max_p)
                 alive &= ~(np.asarray(term) | np.asarray(trunc))
@@ -185,6 +233,11 @@ def paired_episodes(
                     break
             if name == "sweep":
                 out["imagined_max_p"].append(max_p)
+                out["imagined_p_trace"].append(trace)
+                for m, v in extra_p.items():
+                    out[f"imagined_max_p_{m}"].append(v)
+                if record_frames:
+                    out["instruction"].append(np.array(instr, dtype=object))
                 continue
             out[name].append(succ)
             if name == "real":
@@ -192,4 +245,140 @@ def paired_episodes(
             if name == "imagined":
                 out["gate_ok"].append(gate)
         real.close()
-    return {k2: np.concatenate(v) for k2, v in out.items()}
+    res = {k2: np.concatenate(v) for k2, v in out.items() if v}
+    if record_frames and "frames" not in res:
+        size = keyframes.images.shape[1:]
+        res.update(frames=np.zeros((0, *size), np.uint8), frame_episode=np.zeros(0, np.int64),
+                   frame_step=np.zeros(0, np.int64))
+    return res
+
+
+def _score_chunk(
+    info: dict[str, Any],
+    alive: np.ndarray,
+    score_models: dict[str, Any],
+    max_p: dict[str, np.ndarray],
+    instructions: list[str],
+    record: dict[str, list] | None,
+    first_episode: int,
+    steps_before: np.ndarray,
+) -> None:
+    """Score one imagined chunk's executed frames (``info["chunk_frames"]`` (N, K, H, W, 3), executed
+    where ``chunk_success_prob`` is not NaN, of the episodes ``alive`` (N,) before the step) with
+    each of ``score_models`` (raising ``max_p[name]`` (N,) in place), and append them to ``record``."""
+    frames = np.asarray(info["chunk_frames"])
+    executed = ~np.isnan(np.asarray(info["chunk_success_prob"], np.float64)) & alive[:, None]
+    rows, cols = np.nonzero(executed)
+    if len(rows) == 0:
+        return
+    flat = frames[rows, cols]
+    instr = [instructions[r] for r in rows]
+    for m, model in score_models.items():
+        p = model.predict(flat, instr).cpu().numpy().astype(np.float64)
+        best = np.zeros(len(alive))
+        np.maximum.at(best, rows, p)
+        max_p[m][:] = np.maximum(max_p[m], best)
+    if record is not None:
+        record["frames"].append(flat)
+        record["frame_episode"].append(first_episode + rows)
+        record["frame_step"].append(steps_before[rows] + cols + 1)
+
+
+def paired_success_frames(pairs: dict[str, np.ndarray]) -> Any:
+    """Imagined frames labelled by the paired real outcome (``rewards.success.SuccessFrames``).
+
+    ``pairs``: :func:`paired_episodes` output with ``record_frames``. A frame of episode ``e`` that
+    follows ``s`` executed actions is a success iff the real episode from the same start succeeded
+    within ``s`` steps (the real env stops at its success, after ``real_env_steps[e]`` steps): the
+    imagined twin of a real failure is a failure throughout, and the twin of a real success turns
+    into one when the real episode did. The success model then learns to read *closed-loop*
+    imagined frames, where the world model's compounding errors paint successes that the real
+    simulator refutes."""
+    from rewards.success import SuccessFrames
+
+    for key in ("frames", "frame_episode", "frame_step", "instruction", "real", "real_env_steps"):
+        if key not in pairs:
+            raise WmrlError(f"pairs lack {key!r}; run paired_episodes(..., record_frames=True)")
+    ep = np.asarray(pairs["frame_episode"], np.int64)
+    real = np.asarray(pairs["real"], bool)
+    labels = real[ep] & (np.asarray(pairs["frame_step"]) >= np.asarray(pairs["real_env_steps"])[ep])
+    return SuccessFrames(
+        images=np.asarray(pairs["frames"], np.uint8),
+        labels=labels,
+        instructions=[str(pairs["instruction"][e]) for e in ep],
+        episode=ep,
+        terminal=np.zeros(len(ep), bool),
+    )
+
+
+def finetune_success_on_pairs(
+    success_model: Any,
+    dataset: Any,
+    pairs: dict[str, np.ndarray] | list[dict[str, np.ndarray]],
+    steps: int = 300,
+    extra_share: float = 0.5,
+    seed: int = 0,
+) -> Any:
+    """A copy of ``success_model`` fine-tuned on ``dataset`` (its real frames; ``Trajectories``)
+    plus the imagined frames of paired episodes labelled by their real outcomes
+    (:func:`paired_success_frames`), which make up ``extra_share`` of each class's draws. The
+    original model is untouched."""
+    import copy
+
+    from rewards.success import SuccessFrames
+
+    parts = [paired_success_frames(p) for p in (pairs if isinstance(pairs, list) else [pairs])]
+    offset, eps = 0, []
+    for p in parts:  # distinct episode ids across pair sets
+        eps.append(p.episode + offset)
+        offset += int(p.episode.max()) + 1 if len(p.episode) else 0
+    extra = SuccessFrames(
+        images=np.concatenate([p.images for p in parts]),
+        labels=np.concatenate([p.labels for p in parts]),
+        instructions=[s for p in parts for s in p.instructions],
+        episode=np.concatenate(eps),
+        terminal=np.concatenate([p.terminal for p in parts]),
+    )
+    model = copy.deepcopy(success_model)
+    model.finetune(dataset, steps=steps, weights=getattr(dataset, "episode_weights", None), seed=seed,
+                   extra=extra, extra_share=extra_share)
+    model.eval()
+    return model
+
+
+def persisted_max(trace: Any, frames: int) -> np.ndarray:
+    """The highest success probability an imagined episode *held* for ``frames`` consecutive
+    executed frames: per row of ``trace`` float (E, T) (NaN where no frame was executed), the max
+    over windows of ``frames`` consecutive executed frames of the window's min (an episode with
+    fewer executed frames: the min over them; none: 0). ``frames=1`` is the plain max. A success
+    model that flickers on one hallucinated frame scores low here; a success that stays scores high.
+    """
+    p = np.asarray(trace, np.float64)
+    if p.ndim != 2 or frames < 1:
+        raise WmrlError(f"trace has shape {p.shape} and frames={frames}; expected (E, T) and frames >= 1")
+    valid = ~np.isnan(p)
+    if frames <= p.shape[1]:
+        view = np.lib.stride_tricks.sliding_window_view
+        win = view(np.where(valid, p, 0.0), frames, axis=1).min(-1)
+        whole = view(valid, frames, axis=1).all(-1)  # a window with a non-executed frame does not count
+        best = np.where(whole, win, -np.inf).max(1)
+    else:
+        best = np.full(len(p), -np.inf)
+    n_valid = valid.sum(1)
+    short = n_valid < frames
+    best[short] = np.where(n_valid[short] > 0, np.where(valid, p, np.inf)[short].min(1), 0.0)
+    return np.maximum(best, 0.0)
+
+
+def calibrate_success_persistence(
+    trace: Any, real: Any, frames: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
+) -> tuple[int, ThresholdCalibration, dict[int, float]]:
+    """Choose the success persistence ``m`` and threshold together on paired episodes: for each ``m``
+    in ``frames``, :func:`calibrate_success_threshold` on :func:`persisted_max` of the imagined
+    probability traces (E, T); the ``m`` with the best Youden's J wins (ties: the smaller ``m``).
+    Returns ``(m, its calibration, J per m)``; raises like :func:`calibrate_success_threshold`."""
+    if not frames or any(int(m) < 1 for m in frames):
+        raise WmrlError(f"frames={frames}: expected a non-empty list of integers >= 1")
+    cals = {int(m): calibrate_success_threshold(persisted_max(trace, int(m)), real) for m in frames}
+    best = max(cals, key=lambda m: (round(cals[m].youden_j, 9), -m))
+    return best, cals[best], {m: c.youden_j for m, c in cals.items()}

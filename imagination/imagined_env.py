@@ -51,6 +51,10 @@ class ImaginedEnvConfig:
     keyframes: keyframe strategy (:class:`imagination.keyframes.KeyframeConfig`).
     reward: ``success`` | ``relative`` | ``world_model``.
     success_threshold: success probability that counts as success (terminates).
+    success_persistence: consecutive imagined frames (across chunks) the probability must stay
+        >= ``success_threshold`` before the episode succeeds (1: the first frame above it). A
+        success model that flickers on one hallucinated frame then does not end the episode;
+        ``benchmarks.wm_policy_ranking`` chooses it with the threshold on paired episodes.
     success_source: where an imagined frame's success probability comes from: ``success_model``
         (the success reward model; the world model's head when the env has none), ``world_model``
         (the world model's success head), or ``min`` (the lower of the two: a success needs both).
@@ -75,6 +79,7 @@ class ImaginedEnvConfig:
     keyframes: KeyframeConfig = None  # type: ignore[assignment]
     reward: str = "success"
     success_threshold: float = 0.5
+    success_persistence: int = 1
     success_source: str = "success_model"
     gate: str = "mask"
     exec_threshold: float = 0.25
@@ -100,6 +105,8 @@ class ImaginedEnvConfig:
             raise ConfigError(f"gate={self.gate!r}; expected 'mask', 'terminate' or 'off'")
         if self.confidence_scope not in ("step", "outcome"):
             raise ConfigError(f"confidence_scope={self.confidence_scope!r}; expected 'step' or 'outcome'")
+        if not isinstance(self.success_persistence, int) or self.success_persistence < 1:
+            raise ConfigError(f"success_persistence={self.success_persistence!r} must be an integer >= 1")
         if not 0.0 < self.success_threshold < 1.0:
             raise ConfigError(f"success_threshold={self.success_threshold} must lie in (0, 1)")
         if self.autoreset_mode not in ("next_step", "same_step"):
@@ -190,6 +197,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.keyframe_rows = np.zeros(n, np.int64)
         self._t = np.zeros(n, np.int64)
         self._prev_p = np.zeros(n, np.float32)
+        self._run = np.zeros(n, np.int64)  # imagined frames in a row at or above the threshold
         self._min_conf = np.full(n, np.inf, np.float32)  # lowest chunk confidence of the episode so far
         self._prev_done = np.zeros(n, bool)
         self._image = np.zeros((n, size, size, 3), np.uint8)
@@ -230,6 +238,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         else:
             self._ctx = self._ctx.assign(torch.as_tensor(mask), ctx)
         self._t[idx] = 0
+        self._run[idx] = 0
         self._min_conf[idx] = np.inf
         self._prev_done[idx] = False
         self._prev_p[idx] = self._success_prob(
@@ -289,6 +298,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self._image[:], self._state[:] = frames[:, -1], states[:, -1]
         self.keyframe_rows[:] = -1
         self._t[:] = 0
+        self._run[:] = 0
         self._min_conf[:] = np.inf
         self._prev_done[:] = False
         self._prev_p[:] = self._success_prob(self._image[:, None], self.instructions)[0][:, 0]
@@ -348,8 +358,14 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         if len(act):
             frames, probs, confs, wm_rew, states = self._imagine(act, a[act])
             b = len(act)
-            # first success within the chunk terminates; later frames are not executed
-            hit = probs >= cfg.success_threshold
+            # first success within the chunk terminates; later frames are not executed. A success
+            # is the frame where the probability has stayed >= threshold success_persistence frames.
+            run = np.zeros((b, k), np.int64)
+            carry = self._run[act].copy()
+            for j in range(k):
+                carry = np.where(probs[:, j] >= cfg.success_threshold, carry + 1, 0)
+                run[:, j] = carry
+            hit = run >= cfg.success_persistence
             first = np.where(hit.any(1), hit.argmax(1), k - 1)
             ok = np.arange(k)[None, :] <= first[:, None]  # (b, k)
             prev = np.concatenate([self._prev_p[act, None], probs[:, :-1]], 1)
@@ -404,6 +420,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
             self._image[act] = frames[rows, last]
             self._state[act] = states[rows, last]
             self._prev_p[act] = probs[rows, last]
+            self._run[act] = run[rows, last]
         info = self._info(success)
         info.update(
             chunk_valid=valid,

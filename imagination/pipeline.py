@@ -116,13 +116,23 @@ class SuccessCalibrationConfig:
     starts before RL (:func:`imagination.calibration.paired_episodes`); the success threshold of
     every RL round is then the one that best separates their real successes from their real
     failures (:func:`imagination.calibration.calibrate_success_threshold`). Their real steps count
-    in round 0's real-env budget. 0: off (``imagination.success_threshold`` as given)."""
+    in round 0's real-env budget. 0: off (``imagination.success_threshold`` as given).
+    persistence_frames: candidate ``imagination.success_persistence`` values, chosen together with
+    the threshold (:func:`imagination.calibration.calibrate_success_persistence`); ``[1]`` calibrates
+    the threshold alone."""
 
     episodes_per_task: int = 0
+    persistence_frames: list = field(default_factory=lambda: [1])
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 0:
             raise ConfigError(f"success_calibration.episodes_per_task={self.episodes_per_task} must be >= 0")
+        frames = list(self.persistence_frames or [])
+        if not frames or any(not isinstance(m, int) or m < 1 for m in frames):
+            raise ConfigError(
+                f"success_calibration.persistence_frames={self.persistence_frames!r}: expected a list of integers >= 1"
+            )
+        self.persistence_frames = frames
 
 
 @dataclass
@@ -369,16 +379,23 @@ class Pipeline:
         }
 
     def s_sft(self) -> dict:
+        return self.train_sft(self.root / "sft")
+
+    def train_sft(self, out: Path, steps: int | None = None) -> dict:
+        """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
+        stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
+        schedule spans ``steps``). Resumes from ``out/checkpoints``."""
         from policies.train import TrainPolicyConfig, train_policy
         from policies.vla.configuration_vla import VLAConfig
         from wmrl.config import to_dataclass
 
         pol = to_dataclass({**self.cfg.policy, "image_size": self.cfg.image_size}, VLAConfig, where="policy.")
-        tc = to_dataclass({"seed": self.cfg.seed, **self.cfg.sft}, TrainPolicyConfig, where="sft.")
+        sft = {**self.cfg.sft, **({} if steps is None else {"steps": int(steps)})}
+        tc = to_dataclass({"seed": self.cfg.seed, **sft}, TrainPolicyConfig, where="sft.")
         tc = dataclasses.replace(
             tc,
             dataset=str(self.data_root),
-            out=str(self.root / "sft"),
+            out=str(out),
             policy=pol,
             num_threads=self.cfg.num_threads,
         )
@@ -479,17 +496,23 @@ class Pipeline:
         return train_ppo(env, policy, rcfg, run=run, progress=self.progress, max_env_steps=max_env_steps)
 
     def imagination_config(self):
-        """The run's ``ImaginedEnvConfig``, with the calibrated success threshold once there is one."""
+        """The run's ``ImaginedEnvConfig``, with the calibrated success threshold (and persistence)
+        once there is one."""
         icfg = self.cfg.imagination_config()
         cal = self.root / "round_0" / "success_calibration.json"
         if self.cfg.success_calibration.episodes_per_task > 0 and cal.exists():
-            icfg = dataclasses.replace(icfg, success_threshold=json.loads(cal.read_text())["threshold"])
+            found = json.loads(cal.read_text())
+            icfg = dataclasses.replace(
+                icfg,
+                success_threshold=found["threshold"],
+                success_persistence=int(found.get("success_persistence", icfg.success_persistence)),
+            )
         return icfg
 
     def calibrate_success(self, wm: Any, sm: Any, exe: Any) -> dict:
         """Paired SFT episodes in both worlds -> the success threshold (written once, reused on resume)."""
         import envs
-        from imagination.calibration import calibrate_success_threshold, paired_episodes
+        from imagination.calibration import calibrate_success_persistence, paired_episodes
 
         path = self.root / "round_0" / "success_calibration.json"
         if path.exists():
@@ -515,11 +538,14 @@ class Pipeline:
         )
         configured = configured_cfg.success_threshold
         try:
-            found: dict[str, Any] = calibrate_success_threshold(
-                pairs["imagined_max_p"], pairs["real"]
-            ).to_dict()
+            m, cal, j_by_m = calibrate_success_persistence(
+                pairs["imagined_p_trace"], pairs["real"], tuple(self.cfg.success_calibration.persistence_frames)
+            )
+            found: dict[str, Any] = {**cal.to_dict(), "success_persistence": m,
+                                     "youden_j_by_persistence": {str(k): v for k, v in j_by_m.items()}}
         except WmrlError as e:  # e.g. every real episode failed: nothing to separate
-            found = {"threshold": configured, "error": f"{e}; kept the configured threshold {configured}"}
+            found = {"threshold": configured, "success_persistence": configured_cfg.success_persistence,
+                     "error": f"{e}; kept the configured threshold {configured}"}
             self._say(f"[yellow]success calibration: {found['error']}[/]")
         out = {
             **found,

@@ -151,6 +151,19 @@ def success_frames(traj: Any, use_terminal: bool = True) -> SuccessFrames:
     )
 
 
+def _class_probs(w: np.ndarray, is_extra: np.ndarray, extra_share: float) -> np.ndarray:
+    """Sampling probabilities (M,) of one class's frames: weights ``w`` (M,) normalised within the
+    base pool and within the extra pool, the extra pool getting ``extra_share`` of the mass when
+    both pools have frames of the class."""
+    p = np.zeros(len(w))
+    parts = [(~is_extra, 1.0 - extra_share), (is_extra, extra_share)]
+    if not is_extra.any() or is_extra.all():
+        parts = [(np.ones(len(w), bool), 1.0)]
+    for mask, share in parts:
+        p[mask] = share * w[mask] / w[mask].sum()
+    return p
+
+
 def train_success_model(
     traj: Any,
     config: SuccessModelConfig | None = None,
@@ -160,6 +173,8 @@ def train_success_model(
     seed: int = 0,
     model: SuccessRewardModel | None = None,
     weights: np.ndarray | None = None,
+    extra: SuccessFrames | None = None,
+    extra_share: float = 0.5,
     mismatch_frac: float = 0.25,
     augment_shift: int = 2,
     log: Any = None,
@@ -171,6 +186,10 @@ def train_success_model(
         traj: :class:`wmrl.data.Trajectories` with ``successes`` and per-frame ``instructions``;
             its terminal observations (``traj.terminal``) join the pool (:func:`success_frames`).
         weights: optional per-episode sampling weights (E,).
+        extra: more labelled frames (e.g. imagined frames labelled by paired real outcomes,
+            :func:`imagination.calibration.paired_success_frames`); its ``episode`` ids are its own.
+        extra_share: the fraction of each class's draws taken from ``extra`` (where ``extra`` has
+            frames of that class).
         mismatch_frac: fraction of positives re-paired with another task's instruction and
             labelled negative (teaches the model to read the instruction).
     """
@@ -185,16 +204,31 @@ def train_success_model(
     if model is None:
         model = SuccessRewardModel(config or SuccessModelConfig(image_size=int(traj.images.shape[1])))
     pool = success_frames(traj)
-    labels = pool.labels
-    pos, neg = np.flatnonzero(labels), np.flatnonzero(~labels)
-    if len(pos) == 0 or len(neg) == 0:
-        raise WmrlError(f"the success model needs positive and negative frames; got {len(pos)} and {len(neg)}")
-    p_w = np.ones(len(labels))
+    p_w = np.ones(len(pool.labels))
     if weights is not None:
         w = np.asarray(weights, dtype=float)
         if w.shape != (int(traj.num_episodes),):
             raise WmrlError(f"weights have shape {w.shape}; expected ({traj.num_episodes},) (one per episode)")
         p_w = w[pool.episode]
+    is_extra = np.zeros(len(pool.labels), bool)
+    if extra is not None and len(extra.labels):
+        if not 0.0 < extra_share < 1.0:
+            raise WmrlError(f"extra_share={extra_share} must be in (0, 1)")
+        if extra.images.shape[1:] != pool.images.shape[1:]:
+            raise WmrlError(f"extra frames have shape {extra.images.shape[1:]}; expected {pool.images.shape[1:]}")
+        pool = SuccessFrames(
+            images=np.concatenate([pool.images, extra.images]),
+            labels=np.concatenate([pool.labels, np.asarray(extra.labels, bool)]),
+            instructions=pool.instructions + list(extra.instructions),
+            episode=np.concatenate([pool.episode, np.asarray(extra.episode) + int(pool.episode.max()) + 1]),
+            terminal=np.concatenate([pool.terminal, np.asarray(extra.terminal, bool)]),
+        )
+        is_extra = np.concatenate([is_extra, np.ones(len(extra.labels), bool)])
+        p_w = np.concatenate([p_w, np.ones(len(extra.labels))])
+    labels = pool.labels
+    pos, neg = np.flatnonzero(labels), np.flatnonzero(~labels)
+    if len(pos) == 0 or len(neg) == 0:
+        raise WmrlError(f"the success model needs positive and negative frames; got {len(pos)} and {len(neg)}")
     uniq = sorted(set(pool.instructions))
     text = model.text_encoder.encode(uniq)
     pos_of = {s: i for i, s in enumerate(uniq)}
@@ -202,7 +236,7 @@ def train_success_model(
     images = torch.from_numpy(np.ascontiguousarray(pool.images))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=lr * 0.05)
-    pp, pn = p_w[pos] / p_w[pos].sum(), p_w[neg] / p_w[neg].sum()
+    pp, pn = _class_probs(p_w[pos], is_extra[pos], extra_share), _class_probs(p_w[neg], is_extra[neg], extra_share)
     model.train()
     half = batch_size // 2
     for step in tqdm(range(steps), desc="train-success", disable=not progress):

@@ -162,6 +162,43 @@ def test_success_source_picks_the_success_model_the_world_model_head_or_both(wm,
         make_env(wm, data, success_source="both")
 
 
+def test_success_persistence_needs_consecutive_frames_above_the_threshold(wm, data):
+    """success_persistence=m: the episode succeeds at the frame where the probability has stayed >=
+    threshold for m frames in a row, counted across chunks; the same actions from the same keyframes
+    give the same frames, so a never-succeeding env's probabilities predict where."""
+    from rewards import SuccessModelConfig, SuccessRewardModel
+
+    torch.manual_seed(0)
+    sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
+    acts = np.random.default_rng(2).uniform(-1, 1, (3, 8, 2, 7)).astype(np.float32)
+    ref = make_env(wm, data, success_model=sm, success_threshold=0.999, autoreset_mode="same_step")
+    ref.reset(seed=5)
+    trace = np.concatenate([ref.step(a)[-1]["chunk_success_prob"] for a in acts], 1)  # (8, 6)
+    thr = float(np.median(trace))
+    expects = {}
+    for m in (1, 2, 3):
+        above = trace >= thr
+        run = np.zeros_like(trace, dtype=int)
+        for j in range(trace.shape[1]):
+            run[:, j] = np.where(above[:, j], (run[:, j - 1] if j else 0) + 1, 0)
+        expect = np.where((run >= m).any(1), (run >= m).argmax(1), -1)  # the success frame, or none
+        env = make_env(wm, data, success_model=sm, success_threshold=thr, success_persistence=m,
+                       autoreset_mode="same_step")
+        env.reset(seed=5)
+        got = np.full(8, -1)
+        done = np.zeros(8, bool)
+        for c, a in enumerate(acts):
+            _, _, term, trunc, info = env.step(a)
+            new = term & ~done
+            got[new] = c * 2 + info["chunk_valid"][new].sum(1) - 1
+            done |= term | trunc
+        np.testing.assert_array_equal(got, expect)
+        expects[m] = expect
+    assert not np.array_equal(expects[1], expects[3])  # persistence moved or removed some success
+    with pytest.raises(ConfigError, match="success_persistence=0"):
+        make_env(wm, data, success_persistence=0)
+
+
 def test_gating_mask_terminate_off(wm, data, exec_reward):
     acts = np.random.default_rng(0).uniform(-1, 1, (8, 2, 7)).astype(np.float32)
     for gate, expect_ok, expect_trunc in (
@@ -341,6 +378,7 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
         "eval.num_envs=2",
         "videos=1",
         "success_calibration.episodes_per_task=2",
+        "success_calibration.persistence_frames=[1,2]",
     ]
     assert main(args) == 0
     res = json.loads((rd / "results.json").read_text())
@@ -358,6 +396,7 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
     # round 0 spent real steps on the paired calibration episodes, and they count in the budget
     r0 = json.loads((rd / "stages" / "round_0.json").read_text())
     assert r0["real_env_steps"] == cal["real_env_steps"] > 0 and 0 < cal["threshold"] < 1
+    assert cal["success_persistence"] in (1, 2)
     assert (rd / "plots" / "success_per_round.png").stat().st_size > 0
     assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
     assert "| SFT" in (rd / "results.md").read_text()
@@ -433,14 +472,17 @@ def test_paired_episodes_start_both_worlds_from_the_same_real_frames(wm, data, e
     policy = TinyGaussianPolicy(state_dim=8, chunk_size=2, image_size=SIZE)
     kw = dict(image_size=SIZE, imagination=ImaginedEnvConfig(), success_model=None, exec_reward=exec_reward)
     pairs = paired_episodes(policy, wm, data, ["PushCube-v0"], 3, 5, 4, **kw)
-    assert set(pairs) == {"real", "imagined", "gate_ok", "imagined_max_p", "real_env_steps"}
+    assert set(pairs) == {"real", "imagined", "gate_ok", "imagined_max_p", "imagined_p_trace", "real_env_steps"}
+    # the trace holds every executed imagined frame's probability (4 chunks x 2 frames); its max is max_p
+    assert pairs["imagined_p_trace"].shape == (3, 8) and not np.isnan(pairs["imagined_p_trace"]).any()
+    np.testing.assert_allclose(pairs["imagined_p_trace"].max(1), pairs["imagined_max_p"], atol=1e-6)
     assert pairs["real"].shape == pairs["imagined_max_p"].shape == (3,) and pairs["real"].dtype == bool
     assert ((pairs["imagined_max_p"] >= 0) & (pairs["imagined_max_p"] <= 1)).all()
     # 4 chunks of 2 steps each in the real simulator (no episode ends that early)
     assert envs.task_spec("PushCube-v0").max_episode_steps > 8
     np.testing.assert_array_equal(pairs["real_env_steps"], [8, 8, 8])
     again = paired_episodes(policy, wm, data, ["PushCube-v0"], 3, 5, 4, gated_pass=False, **kw)
-    assert set(again) == {"real", "imagined_max_p", "real_env_steps"}
+    assert set(again) == {"real", "imagined_max_p", "imagined_p_trace", "real_env_steps"}
     np.testing.assert_allclose(again["imagined_max_p"], pairs["imagined_max_p"], atol=1e-6)  # same starts
     other = paired_episodes(policy, wm, data, ["PushCube-v0"], 3, 50, 4, gated_pass=False, **kw)
     assert not np.allclose(other["imagined_max_p"], pairs["imagined_max_p"])  # other seeds, other starts
@@ -569,3 +611,124 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
         and res["seeds_lifted"] == 1
         and res["rl_success"] == pytest.approx(0.35)
     )
+
+
+class _NoisePolicy:
+    """Zero-mean chunks plus the global RNG's noise when sampled; records every chunk it returns."""
+
+    chunk_size, action_dim, image_size = 2, 7, SIZE
+
+    def __init__(self):
+        self.chunks: list[np.ndarray] = []
+
+    def act(self, obs, instructions, deterministic=False):
+        from types import SimpleNamespace
+
+        b = len(instructions)
+        a = torch.zeros(b, 2, 7) if deterministic else (torch.randn(b, 2, 7) * 0.3).clamp(-1, 1)
+        self.chunks.append(a.numpy().copy())
+        return SimpleNamespace(actions=a)
+
+
+def test_paired_episodes_score_more_models_record_frames_and_share_policy_noise(wm, data):
+    from imagination.calibration import paired_episodes
+    from rewards import SuccessModelConfig, SuccessRewardModel
+
+    torch.manual_seed(0)
+    sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
+    kw = dict(image_size=SIZE, imagination=ImaginedEnvConfig(), success_model=sm, exec_reward=None)
+    pol = _NoisePolicy()
+    pairs = paired_episodes(pol, wm, data, ["PushCube-v0"], 3, 5, 4, gated_pass=False, deterministic=False,
+                            score_models={"same": sm}, record_frames=True, **kw)
+    # another model scoring the same imagined frames: the same model gives the same statistic
+    np.testing.assert_allclose(pairs["imagined_max_p_same"], pairs["imagined_max_p"], atol=1e-5)
+    # every executed imagined frame, with the number of actions before it (4 chunks x 2, no episode ends)
+    assert pairs["frames"].shape == (3 * 8, SIZE, SIZE, 3) and pairs["frames"].dtype == np.uint8
+    for e in range(3):
+        np.testing.assert_array_equal(np.sort(pairs["frame_step"][pairs["frame_episode"] == e]), np.arange(1, 9))
+    assert len(pairs["instruction"]) == 3 and all(str(s).startswith("push the") for s in pairs["instruction"])
+    # common random numbers: the real pass and the imagined pass drew the same policy noise
+    assert len(pol.chunks) == 8
+    for c in range(4):
+        np.testing.assert_array_equal(pol.chunks[c], pol.chunks[4 + c])
+    assert np.abs(pol.chunks[0]).max() > 0
+    again = paired_episodes(_NoisePolicy(), wm, data, ["PushCube-v0"], 3, 5, 4, gated_pass=False,
+                            deterministic=False, **kw)
+    np.testing.assert_allclose(again["imagined_max_p"], pairs["imagined_max_p"], atol=1e-6)  # reproducible
+    mean = paired_episodes(_NoisePolicy(), wm, data, ["PushCube-v0"], 3, 5, 4, gated_pass=False, **kw)
+    assert not np.allclose(mean["imagined_max_p"], pairs["imagined_max_p"])  # the noise changed the rollout
+
+
+def test_paired_success_frames_label_imagined_frames_by_the_real_outcome():
+    from imagination.calibration import paired_success_frames
+
+    pairs = {
+        "real": np.array([True, False]),
+        "real_env_steps": np.array([5, 8]),
+        "frame_episode": np.array([0, 0, 0, 1, 1]),
+        "frame_step": np.array([4, 5, 6, 5, 8]),
+        "frames": np.zeros((5, SIZE, SIZE, 3), np.uint8),
+        "instruction": np.array(["a", "b"], dtype=object),
+    }
+    pool = paired_success_frames(pairs)
+    # the real success came after 5 actions: imagined frames from step 5 on are successes; a real failure's none
+    np.testing.assert_array_equal(pool.labels, [False, True, True, False, False])
+    assert pool.instructions == ["a", "a", "a", "b", "b"] and not pool.terminal.any()
+    with pytest.raises(WmrlError, match="record_frames=True"):
+        paired_success_frames({k: v for k, v in pairs.items() if k != "frames"})
+
+
+def test_success_model_finetune_on_paired_imagined_frames(data):
+    from imagination.calibration import finetune_success_on_pairs
+    from rewards import SuccessModelConfig, SuccessRewardModel
+    from rewards.success import SuccessFrames, _class_probs
+
+    p = _class_probs(np.array([1.0, 1.0, 2.0, 4.0]), np.array([False, False, True, True]), 0.25)
+    np.testing.assert_allclose(p, [0.375, 0.375, 0.25 / 3, 0.5 / 3])
+    np.testing.assert_allclose(_class_probs(np.array([1.0, 3.0]), np.array([True, True]), 0.25), [0.25, 0.75])
+    torch.manual_seed(0)
+    sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
+    before = {k: v.clone() for k, v in sm.state_dict().items()}
+    n = 6
+    pairs = {
+        "real": np.array([True, False]),
+        "real_env_steps": np.array([2, 3]),
+        "frame_episode": np.array([0, 0, 0, 1, 1, 1]),
+        "frame_step": np.array([1, 2, 3, 1, 2, 3]),
+        "frames": data.images[:n],
+        "instruction": np.array([data.instructions[0]] * 2, dtype=object),
+    }
+    ft = finetune_success_on_pairs(sm, data, pairs, steps=3)
+    assert all(torch.equal(before[k], v) for k, v in sm.state_dict().items())  # the original is untouched
+    assert any(not torch.equal(before[k], v) for k, v in ft.state_dict().items())
+    bad = SuccessFrames(np.zeros((2, 8, 8, 3), np.uint8), np.array([True, False]), ["a", "b"], np.arange(2),
+                        np.zeros(2, bool))
+    with pytest.raises(WmrlError, match="extra frames have shape"):
+        sm.finetune(data, steps=1, extra=bad)
+
+
+def test_spearman_bootstrap_interval_and_noise_ceiling():
+    from benchmarks.wm_policy_ranking import noise_ceiling, spearman_ci95
+
+    rng = np.random.default_rng(0)
+    real = [rng.random(72) < p for p in (0.05, 0.3, 0.6, 0.9)]
+    assert spearman_ci95(real, real) == [1.0, 1.0]  # a world that agrees episode by episode
+    coin = [rng.random(72) < 0.5 for _ in range(4)]  # outcomes unrelated to the real ones
+    lo, hi = spearman_ci95(coin, real)
+    assert lo < 0 < hi
+    assert spearman_ci95([np.zeros(5, bool)] * 3, [np.ones(5, bool)] * 3) is None  # constant rates
+    ceil = noise_ceiling(np.array([0.1, 0.4, 0.5]), np.array([0.1, 0.5, 0.4]))
+    assert ceil["spearman"] == pytest.approx(0.5) and ceil["retest_success"] == [0.1, 0.5, 0.4]
+
+
+def test_persisted_max_needs_the_probability_held_for_consecutive_frames():
+    from imagination.calibration import persisted_max
+
+    nan = np.nan
+    trace = np.array([[0.1, 0.9, 0.2, 0.8, 0.85, nan], [0.6, 0.7, nan, nan, nan, nan], [nan] * 6])
+    np.testing.assert_allclose(persisted_max(trace, 1), [0.9, 0.7, 0.0])  # the plain max
+    np.testing.assert_allclose(persisted_max(trace, 2), [0.8, 0.6, 0.0])  # one-frame spike 0.9 no longer counts
+    np.testing.assert_allclose(persisted_max(trace, 3), [0.2, 0.6, 0.0])  # short episode: min of its frames
+    np.testing.assert_allclose(persisted_max(trace, 8), [0.1, 0.6, 0.0])
+    with pytest.raises(WmrlError, match="frames >= 1"):
+        persisted_max(trace, 0)
