@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_run_config([*a.overrides, f"run_dir={run_dir}"], config_name)
     pipe = Pipeline(cfg, progress=not a.no_progress)
     pipe.run_all()  # makes the run, or resumes it (finished stages are skipped)
-    eps = a.episodes_per_task or (4 if a.quick else 12)
+    eps = a.episodes_per_task or (4 if a.quick else 24)
     if a.finetune_steps is None:
         a.finetune_steps = 30 if a.quick else 300
     tasks = pipe.tasks()
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     for sigma in (0.3, 0.6, 1.0):
         cands[f"sft_noise_{sigma}"] = NoisyPolicy(sft, sigma, seed=int(sigma * 10))
     cands["random"] = RandomPolicy(sft.chunk_size, sft.image_size)
-    horizon = -(-max(envs.task_spec(t).max_episode_steps for t in tasks) // sft.chunk_size)
+    horizon = envs.full_episode_chunks(tasks, sft.chunk_size)
     # Calibration on the SFT policy's paired episodes from other starts (seed + 500000), before the
     # ranking: (1) the threshold of the run's success model; (2) a copy of that success model
     # fine-tuned on the imagined frames of those episodes (deterministic and sampled actions),

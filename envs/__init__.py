@@ -9,6 +9,7 @@ from __future__ import annotations
 from envs import tabletop as _tabletop
 from envs.registry import (
     UnknownTaskError,
+    full_episode_chunks,
     list_backends,
     list_suites,
     list_tasks,
@@ -33,6 +34,7 @@ def make_expert(env, noise: float = 0.0, seed: int = 0):
 
 __all__ = [
     "UnknownTaskError",
+    "full_episode_chunks",
     "list_backends",
     "list_suites",
     "list_tasks",

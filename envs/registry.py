@@ -86,6 +86,14 @@ def task_spec(task_id: str) -> TaskSpec:
     return _TASKS[task_id]
 
 
+def full_episode_chunks(task_ids: list[str], chunk_size: int) -> int:
+    """Action chunks of ``chunk_size`` that cover the longest episode (``max_episode_steps``) of
+    ``task_ids``: the horizon of a rollout that starts at t=0 and must be allowed to finish."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+    return -(-max(task_spec(t).max_episode_steps for t in task_ids) // int(chunk_size))
+
+
 def resolve_tasks(task_or_suite: str | list[str] | tuple[str, ...]) -> list[str]:
     """Expand a task id, a suite name, or a list of task ids into a list of task ids."""
     if isinstance(task_or_suite, (list, tuple)):

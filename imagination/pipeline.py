@@ -519,7 +519,7 @@ class Pipeline:
             return json.loads(path.read_text())
         policy, tasks = self.policy_after(-1), self.tasks()
         n = self.cfg.success_calibration.episodes_per_task
-        horizon = -(-max(envs.task_spec(t).max_episode_steps for t in tasks) // policy.chunk_size)
+        horizon = envs.full_episode_chunks(tasks, policy.chunk_size)
         seed = 200_000 + 10_000 * self.cfg.seed  # starts no other stage uses
         configured_cfg = self.cfg.imagination_config()
         pairs = paired_episodes(
@@ -663,14 +663,13 @@ class Pipeline:
         summary: dict[str, Any] = {"real_env_steps_budget": budget}
         if budget > 0:
             # real episodes start at t=0 and need their full length (no keyframe starts here)
-            full = max(envs.task_spec(t).max_episode_steps for t in tasks)
             hist = self.rl(
                 env,
                 policy,
                 out,
                 seed_offset=999,
                 max_env_steps=budget,
-                max_chunks=-(-full // policy.chunk_size),
+                max_chunks=envs.full_episode_chunks(tasks, policy.chunk_size),
             )
             summary["real_env_steps"] = float(sum(h.get("env_steps", 0.0) for h in hist))
             summary["rl_iterations"] = len(hist)

@@ -215,3 +215,16 @@ def test_gymnasium_make_vec_entry_point():
     obs, _ = env.reset(seed=0)
     assert obs["image"].shape == (3, 64, 64, 3) and len(env.unwrapped.instructions) == 3
     env.close()
+
+
+def test_full_episode_chunks_cover_the_longest_episode():
+    import math
+
+    import envs
+
+    tasks = envs.resolve_tasks("PushCube-v0") + envs.resolve_tasks("StackCube-v0")
+    longest = max(envs.task_spec(t).max_episode_steps for t in tasks)
+    for k in (1, 3, 4):
+        assert envs.full_episode_chunks(tasks, k) == math.ceil(longest / k)
+    with pytest.raises(ValueError, match="chunk_size=0"):
+        envs.full_episode_chunks(tasks, 0)
