@@ -57,36 +57,39 @@ def _best_sweep(d: dict) -> str:
     return f"{_fmt(rho)} at {t}"
 
 
-def _calibrated(d: dict) -> str:
-    """Spearman with the held-out calibrated threshold, e.g. "0.85 at 0.80"; "not run" before it existed."""
-    c = d.get("calibrated")
-    if not c:
+def _ranking_block(d: dict, key: str, detail: Callable[[dict], str]) -> str:
+    """Spearman of one held-out reading of ``wm_policy_ranking.json`` (``d[key]``) followed by
+    ``detail(block)``; "not run" before the block existed, its error when it has no Spearman."""
+    b = d.get(key)
+    if not b:
         return "not run"
-    if c.get("spearman") is None:
-        return c.get("error", "undefined")[:60]
-    return f"{_fmt(c['spearman'])} at {c['calibration']['threshold']:.2f}"
+    if b.get("spearman") is None:
+        return (b.get("error") or b.get("calibration", {}).get("error") or "undefined")[:60]
+    return f"{_fmt(b['spearman'])}{detail(b)}"
+
+
+def _calibrated(d: dict) -> str:
+    """Spearman at the held-out calibrated threshold, e.g. "0.85 at 0.80"."""
+    return _ranking_block(d, "calibrated", lambda b: f" at {b['calibration']['threshold']:.2f}")
 
 
 def _persistence(d: dict) -> str:
-    """Spearman when a success must persist, e.g. "0.88 (4 frames at 0.70)"; "not run" before it existed."""
-    p = d.get("persistence")
-    if not p:
-        return "not run"
-    if p.get("spearman") is None:
-        return p.get("error", "undefined")[:60]
-    return f"{_fmt(p['spearman'])} ({p['frames']} frames at {p['calibration']['threshold']:.2f})"
+    """Spearman when a success must persist, e.g. "0.88 (4 frames at 0.70)"."""
+    return _ranking_block(
+        d, "persistence", lambda b: f" ({b['frames']} frames at {b['calibration']['threshold']:.2f})"
+    )
 
 
 def _finetuned(d: dict) -> str:
     """Spearman with the success model fine-tuned on paired imagined frames, and its per-episode AUROC
-    next to the run model's, e.g. "0.90 at 0.62 (episode AUROC 0.80 vs 0.72)"; "not run" before it existed."""
-    f = d.get("finetuned")
-    if not f:
-        return "not run"
-    if f.get("spearman") is None:
-        return f.get("calibration", {}).get("error", "undefined")[:60]
-    auc = f" (episode AUROC {_fmt(f['episode_auroc'])} vs {_fmt(f['episode_auroc_run_model'])})" if "episode_auroc" in f else ""
-    return f"{_fmt(f['spearman'])} at {f['calibration']['threshold']:.2f}{auc}"
+    next to the run model's, e.g. "0.90 at 0.62 (episode AUROC 0.80 vs 0.72)"."""
+
+    def detail(b: dict) -> str:
+        auc = (f" (episode AUROC {_fmt(b['episode_auroc'])} vs {_fmt(b['episode_auroc_run_model'])})"
+               if "episode_auroc" in b else "")
+        return f" at {b['calibration']['threshold']:.2f}{auc}"
+
+    return _ranking_block(d, "finetuned", detail)
 
 
 # (file, label, path-or-fn, goal)
