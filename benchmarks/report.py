@@ -36,6 +36,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _idm_xyz(d: dict) -> str:
+    """IDM R^2 of x / y / z and the position mean, from a reward_models result."""
+    return " / ".join(_fmt(v) for v in d["idm_r2"]["per_dim"][:3]) + f" ({_fmt(d['idm_r2']['position_mean'])})"
+
+
 def _last(v: Any) -> Any:
     return v[-1] if isinstance(v, list) and v else v
 
@@ -98,6 +103,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "built-in suite, 64 envs: env-steps/s", "steps_per_s.batched_64", ""),
     ("sim_throughput.json", "batched 16 / gymnasium SyncVectorEnv 16", "ratio_vs_sync_vector_16", ">= 2"),
     ("sim_throughput.json", "gymnasium Pusher-v5 + 64x64 render: steps/s (peer)", "pusher_v5_steps_per_s", ""),
+    ("sim_throughput.json", "built-in render options, 16 envs: slowdown of shadows / supersample 2",
+     lambda d: " / ".join(f"{_fmt(_get(d, f'render_option_cost.{k}'))}x" for k in ("shadows", "supersample2")), ""),
     ("expert_calibration.json", "scripted experts, worst task at noise 0 (100 episodes each)", "min_success_at_noise_0", ">= 0.95"),
     ("expert_calibration.json", "scripted experts, mean success at noise 0 / 0.25 / 0.5 / 1.0",
      lambda d: " / ".join(_fmt(v) for v in d["mean_success_by_noise"].values()), "graded"),
@@ -117,8 +124,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("policy_sft.json", "SFT success, large demo budget", "large_budget_success", ">= 0.8"),
     ("reward_models.json", "IDM R2 (mean of position dims)", "idm_r2.position_mean", ">= 0.9"),
     ("reward_models_supersample2.json", "IDM R2, anti-aliased frames (supersample 2): x / y / z (position mean)",
-     lambda d: " / ".join(_fmt(v) for v in d["idm_r2"]["per_dim"][:3]) + f" ({_fmt(d['idm_r2']['position_mean'])})",
-     ">= 0.9"),
+     _idm_xyz, ">= 0.9"),
+    ("reward_models_shadows.json", "IDM R2, frames with shadows: x / y / z (position mean)",
+     _idm_xyz, ">= 0.9"),
+    ("reward_models_supersample2_shadows_idm12k.json",
+     "IDM R2, supersample 2 + shadows, IDM trained 12k steps (not 3k): x / y / z (position mean)", _idm_xyz, ">= 0.9"),
     ("reward_models.json", "success model AUROC", "success_auroc", ">= 0.95"),
     ("reward_models.json", "executability AUROC", "executability_auroc", ">= 0.9"),
     ("imagination_lift.json", "SFT success (real sim)", "sft_success", ""),

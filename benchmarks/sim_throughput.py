@@ -12,10 +12,14 @@ Built-in configs, interleaved in every repeat (so machine noise hits them alike)
   N in {1, 16, 64};
 * ``sync_vector_16``: 16 single envs (``gymnasium.make("wmrl/<task>")``) in gymnasium's
   ``SyncVectorEnv``;
-* ``pusher_v5``: gymnasium's own ``Pusher-v5`` stepping + ``render()`` at 64x64 (a peer).
-Reports env-steps/s (median over repeats) and ``ratio_vs_sync_vector_16`` for the 16-env batch.
+* ``pusher_v5``: gymnasium's own ``Pusher-v5`` stepping + ``render()`` at 64x64 (a peer);
+* ``batched_16_shadows`` / ``batched_16_supersample2``: the 16-env batch with the render options
+  (``shadows=True``: a 128x128 shadow map; ``supersample=2``: render at 128, area-downsample to 64).
+Reports env-steps/s (median over repeats), ``ratio_vs_sync_vector_16`` for the 16-env batch and
+``render_option_cost`` (plain batched_16 / with the option, the median of per-repeat ratios).
 ``--reuse-builtin FILE`` copies the built-in section of an earlier result instead of measuring it
-(the JSON says so in ``backends.builtin.source``).
+(the JSON says so in ``backends.builtin.source``); ``--reuse-extra FILE`` does the same for the
+ManiSkill3 / LIBERO sections (for a machine where their venvs are not installed).
 
 ManiSkill3 (PickCube-v1) and LIBERO (libero_goal, open the middle drawer): one sub-env (one worker
 process) per config, zero actions: ``state_only`` (no rendering), ``cameras_64`` and ``cameras_128``
@@ -58,6 +62,7 @@ BUILTIN_KEYS = (
     "steps_per_s_samples",
     "ratio_vs_sync_vector_16",
     "ratio_samples",
+    "render_option_cost",
     "pusher_v5_steps_per_s",
     "goals",
     "config",
@@ -73,10 +78,11 @@ def _time_steps(step, num_envs: int, steps: int) -> float:
     return num_envs * steps / (time.perf_counter() - t0)
 
 
-def _batched(n: int):
+def _batched(n: int, **render: Any):
+    """``n`` built-in envs (``render``: ``shadows`` / ``supersample`` options) and a random-action step."""
     import envs
 
-    env = envs.make_vec("builtin", n, seed=0)
+    env = envs.make_vec("builtin", n, seed=0, **render)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     return lambda: env.step(rng.uniform(-1, 1, (n, 7)).astype(np.float32)), n
@@ -116,7 +122,8 @@ def run(quick: bool) -> dict[str, Any]:
     from benchmarks._stats import machine_info, package_versions
 
     repeats = 3 if quick else 7
-    steps = {"batched_1": 100, "batched_16": 40, "batched_64": 12, "sync_vector_16": 40, "pusher_v5": 200}
+    steps = {"batched_1": 100, "batched_16": 40, "batched_64": 12, "sync_vector_16": 40, "pusher_v5": 200,
+             "batched_16_shadows": 40, "batched_16_supersample2": 40}
     if quick:
         steps = {k: max(5, v // 4) for k, v in steps.items()}
     makers = {
@@ -125,6 +132,8 @@ def run(quick: bool) -> dict[str, Any]:
         "batched_64": lambda: _batched(64),
         "sync_vector_16": _sync16,
         "pusher_v5": _pusher,
+        "batched_16_shadows": lambda: _batched(16, shadows=True),
+        "batched_16_supersample2": lambda: _batched(16, supersample=2),
     }
     built = {k: m() for k, m in makers.items()}
     for step, _ in built.values():  # warm-up
@@ -137,6 +146,10 @@ def run(quick: bool) -> dict[str, Any]:
             samples[k].append(_time_steps(step, n, steps[k]))
         ratios.append(samples["batched_16"][-1] / samples["sync_vector_16"][-1])
     med = {k: statistics.median(v) for k, v in samples.items()}
+    cost = {
+        opt: statistics.median(p / q for p, q in zip(samples["batched_16"], samples[f"batched_16_{opt}"], strict=True))
+        for opt in ("shadows", "supersample2")
+    }
     return {
         "benchmark": "sim_throughput",
         "quick": quick,
@@ -145,6 +158,7 @@ def run(quick: bool) -> dict[str, Any]:
         "steps_per_s_samples": samples,
         "ratio_vs_sync_vector_16": statistics.median(ratios),
         "ratio_samples": ratios,
+        "render_option_cost": cost,
         "pusher_v5_steps_per_s": med["pusher_v5"],
         "goals": {"ratio_vs_sync_vector_16": ">= 2", "batched_16_steps_per_s": ">= 1000"},
         "config": {"repeats": repeats, "steps_per_repeat": steps, "suite": "builtin", "actions": "uniform random"},
@@ -241,14 +255,28 @@ def reused_builtin(path: str) -> dict[str, Any]:
     return old
 
 
+def reused_extra(path: str) -> dict[str, dict[str, Any]]:
+    """The ManiSkill3 / LIBERO sections of an earlier result JSON (for ``--reuse-extra``)."""
+    try:
+        old = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise WmrlError(f"--reuse-extra {path!r}: cannot read a JSON file ({e})") from None
+    found = {b: sec for b, sec in (old.get("backends") or {}).items() if b in EXTRA}
+    if not found:
+        raise WmrlError(f"--reuse-extra {path!r} has no {' or '.join(EXTRA)} section")
+    return found
+
+
 def run_all(
     quick: bool,
     backends: list[str],
     reuse_builtin: str | None = None,
     extra_steps: int | None = None,
     repeats: int = 3,
+    reuse_extra: str | None = None,
 ) -> dict[str, Any]:
-    """Every requested backend; returns the result dict (see the module docstring)."""
+    """Every requested backend; returns the result dict (see the module docstring). Sections
+    reused from earlier results (``reuse_builtin`` / ``reuse_extra``) say so in ``source``."""
     from benchmarks._stats import machine_info, package_versions
 
     res: dict[str, Any] = {"benchmark": "sim_throughput", "quick": quick, "backends": {}}
@@ -277,6 +305,11 @@ def run_all(
     for backend in backends:
         if backend != "builtin":
             res["backends"][backend] = run_extra(backend, steps, 2 if quick else repeats)
+    if reuse_extra:
+        for backend, sec in reused_extra(reuse_extra).items():
+            if backend not in res["backends"]:
+                source = {"reused_from": reuse_extra, "note": "copied from an earlier run (not re-measured in this run)"}
+                res["backends"][backend] = {**sec, "source": sec.get("source", source)}
     res["extra_config"] = {
         "unit": "env steps per second, one sub-env, zero actions, median of repeats",
         "steps": steps,
@@ -292,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats/steps; builtin only unless --backends")
     p.add_argument("--backends", default=None, help="comma list of builtin, maniskill, libero (default: installed)")
     p.add_argument("--reuse-builtin", default=None, metavar="FILE", help="copy the built-in figures of FILE")
+    p.add_argument("--reuse-extra", default=None, metavar="FILE",
+                   help="copy the ManiSkill3 / LIBERO sections of FILE (those not measured in this run)")
     p.add_argument("--extra-steps", type=int, default=None, help="steps per timed block, extra backends")
     p.add_argument("--repeats", type=int, default=3, help="timed blocks per config, extra backends")
     p.add_argument("--out", required=True)
@@ -304,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.repeats < 1:
             raise WmrlError(f"--repeats={a.repeats} must be >= 1")
         backends = parse_backends(a.backends, a.quick)
-        res = run_all(a.quick, backends, a.reuse_builtin, a.extra_steps, a.repeats)
+        res = run_all(a.quick, backends, a.reuse_builtin, a.extra_steps, a.repeats, a.reuse_extra)
     except WmrlError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -113,13 +113,14 @@ def test_cli_help_and_unknown_command():
     )
 
 
-def test_sim_throughput_quick_writes_json(tmp_path, monkeypatch):
+def test_sim_throughput_quick_writes_json(tmp_path):
     from benchmarks import sim_throughput
 
-    monkeypatch.setattr(sim_throughput, "_batched", sim_throughput._batched)
     out = tmp_path / "st.json"
     assert sim_throughput.main(["--quick", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     for key in ("batched_1", "batched_16", "batched_64", "sync_vector_16", "pusher_v5"):
         assert res["steps_per_s"][key] > 0
     assert res["ratio_vs_sync_vector_16"] > 0 and "machine" in res and "versions" in res
+    assert set(res["render_option_cost"]) == {"shadows", "supersample2"}
+    assert all(v > 0 for v in res["render_option_cost"].values())

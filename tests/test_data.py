@@ -189,8 +189,9 @@ def test_terminal_sidecar_roundtrip(tmp_path):
     rec = DatasetRecorder(root, fps=20, image_size=32, state_dim=8, wrist=True)
     for steps, term in eps:
         rec.add_episode(steps, "push the cube", {"task_id": "PushCube-v0"}, terminal=term)
+    assert not root.exists()  # an interrupted collection leaves no half dataset under the final name
     rec.finalize()
-    assert (root / TERMINAL_SIDECAR).exists()
+    assert (root / TERMINAL_SIDECAR).exists() and not root.with_name("ds.tmp-new").exists()
     t = load_trajectories(root)
     assert t.terminal is not None and t.terminal.images.shape == (2, 32, 32, 3)
     for k, (_steps, term) in enumerate(eps):
@@ -235,7 +236,7 @@ def test_collect_writes_terminal_and_absent_sidecar_is_none(dataset, tmp_path):
     assert load_trajectories(copy).terminal is None
 
 
-def test_collect_records_supersample_and_refuses_it_for_other_backends(tmp_path):
+def test_collect_records_supersample_and_shadows_and_refuses_them_for_other_backends(tmp_path):
     from wmrl.data import read_episode_meta
     from wmrl.errors import WmrlError
 
@@ -246,4 +247,10 @@ def test_collect_records_supersample_and_refuses_it_for_other_backends(tmp_path)
     assert load_trajectories(out).images.shape[1:] == (64, 64, 3)
     with pytest.raises(WmrlError, match="--supersample=2 is for the built-in suite; the maniskill backend"):
         collect(str(tmp_path / "ms"), "PickCube-v1", 2, [0.0], supersample=2, progress=False)
+    with pytest.raises(WmrlError, match="--shadows is for the built-in suite; the maniskill backend"):
+        collect(str(tmp_path / "ms"), "PickCube-v1", 2, [0.0], shadows=True, progress=False)
     assert not (tmp_path / "ms").exists()
+    lit = tmp_path / "shadows"
+    collect(str(lit), "PushCube-v0", 1, [0.0], num_envs=1, seed=0, shadows=True, progress=False)
+    assert [m["shadows"] for m in read_episode_meta(lit).values()] == [True]
+    assert [m["shadows"] for m in meta.values()] == [False, False]

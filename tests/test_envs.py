@@ -178,6 +178,47 @@ def test_supersample_is_the_box_average_of_a_larger_render():
         envs.make_vec("PushCube-v0", 1, supersample=0)
 
 
+def test_shadows_mark_the_grippers_table_position_and_leave_physics_alone():
+    """shadows=True: the same states and physics; the pixels the shadow darkens sit under the
+    gripper's table-plane position and stay there while the gripper rises ~10 px in the image."""
+    kw = dict(seed=3)
+    lit = envs.make_vec(["PushCube-v0"] * 2, 2, shadows=True, **kw)
+    plain = envs.make_vec(["PushCube-v0"] * 2, 2, **kw)
+    o_lit, o_plain = lit.reset(seed=3)[0], plain.reset(seed=3)[0]
+    up = np.zeros((2, 7), np.float32)
+    up[:, 2] = 0.8
+    centroids, grippers = [], []
+    for _ in range(3):
+        np.testing.assert_array_equal(o_lit["state"], o_plain["state"])
+        darker = o_plain["image"].astype(int).sum(-1) - o_lit["image"].astype(int).sum(-1) > 30
+        tcp = o_lit["state"][:, :3].astype(np.float64)
+        for i in range(2):
+            rows, cols = np.nonzero(darker[i])
+            assert len(rows) > 10
+            on_table = lit.project_to_pixels(np.array([tcp[i, 0], tcp[i, 1], 0.0]))
+            assert np.abs(np.array([cols.mean(), rows.mean()]) - on_table).max() < 7
+        centroids.append([np.nonzero(d)[0].mean() for d in darker])
+        grippers.append([lit.project_to_pixels(t)[1] for t in tcp])
+        o_lit, o_plain = lit.step(up)[0], plain.step(up)[0]
+    assert np.ptp(np.array(grippers), axis=0).min() > 8  # the gripper moved up the image ...
+    assert np.ptp(np.array(centroids), axis=0).max() < 3  # ... its shadow did not
+    with pytest.raises(WmrlError, match="shadows='yes'; expected True or False"):
+        envs.make_vec("PushCube-v0", 1, shadows="yes")
+
+
+def test_closing_one_env_leaves_another_envs_frames_intact():
+    """MjrContext.free deletes GL objects in the *current* context: closing (or dropping) one env
+    after another was made used to free the live one's framebuffer, so it rendered black."""
+    first = envs.make_vec("PushCube-v0", 1, seed=0)
+    want = first.reset(seed=0)[0]["image"]
+    second = envs.make_vec("PushCube-v0", 1, seed=0)
+    first.close()
+    del first
+    got = second.reset(seed=0)[0]["image"]
+    assert got.mean() > 50
+    np.testing.assert_array_equal(got, want)
+
+
 def test_bad_rendering_backend_is_a_one_line_cli_error(tmp_path):
     import os
     import subprocess

@@ -166,3 +166,12 @@ def test_sim_throughput_backends_and_skip(monkeypatch, tmp_path):
     bad.write_text("{}")
     with pytest.raises(WmrlError, match="has no built-in figures"):
         st.run_all(True, ["builtin"], reuse_builtin=str(bad))
+    # and the extra backends' sections (a machine without their venvs keeps the earlier figures)
+    older = tmp_path / "older.json"
+    older.write_text('{"backends": {"libero": {"task": "t", "state_only": {"steps_per_second": 36.0}}}}')
+    res = st.run_all(quick=True, backends=["maniskill"], reuse_extra=str(older))
+    assert res["backends"]["libero"]["state_only"]["steps_per_second"] == 36.0
+    assert res["backends"]["libero"]["source"]["reused_from"] == str(older)
+    assert "skipped" in res["backends"]["maniskill"]  # measured in this run, not overwritten
+    with pytest.raises(WmrlError, match=r"--reuse-extra .* has no maniskill or libero section"):
+        st.run_all(True, ["maniskill"], reuse_extra=str(bad))

@@ -21,11 +21,13 @@ def collect(
     overwrite: bool = False,
     progress: bool = True,
     supersample: int = 1,
+    shadows: bool = False,
 ) -> dict:
     """Collect ``episodes`` episodes (split evenly over the ``noise`` levels) into ``out``.
 
     ``supersample`` > 1 anti-aliases the built-in suite's frames (rendered that many times larger
-    and box-averaged down; see ``TabletopVectorEnv``); other backends take only 1.
+    and box-averaged down; see ``TabletopVectorEnv``); other backends take only 1. ``shadows`` lets the
+    built-in suite's overhead light cast shadows (see ``TabletopVectorEnv``).
     Returns a summary dict (episodes, frames, success rate per noise level, seconds)."""
     import envs
     from wmrl.data import DatasetRecorder
@@ -39,6 +41,8 @@ def collect(
     other = sorted({envs.task_spec(t).backend for t in tasks} - {"mujoco"})
     if supersample != 1 and other:
         raise WmrlError(f"--supersample={supersample} is for the built-in suite; the {other[0]} backend renders at 1")
+    if shadows and other:
+        raise WmrlError(f"--shadows is for the built-in suite; the {other[0]} backend renders its own lighting")
     env = envs.make_vec(
         task_or_suite,
         num_envs,
@@ -47,6 +51,7 @@ def collect(
         wrist_image=wrist,
         autoreset_mode="same_step",
         **({"supersample": supersample} if supersample != 1 else {}),
+        **({"shadows": True} if shadows else {}),
     )
     rec = DatasetRecorder(
         out,
@@ -65,7 +70,8 @@ def collect(
             continue
         expert = envs.make_expert(env, noise=nz, seed=seed + k)
         env.reset(seed=seed + 1000 * k)
-        eps = rec.record(env, expert.act, int(count), meta={"noise": nz, "seed": seed, "supersample": supersample}, progress=progress)
+        meta = {"noise": nz, "seed": seed, "supersample": supersample, "shadows": bool(shadows)}
+        eps = rec.record(env, expert.act, int(count), meta=meta, progress=progress)
         summary["by_noise"][str(nz)] = {
             "episodes": len(eps),
             "success": float(np.mean([r["success"] for r in rec._sidecar_rows[-len(eps) :]])),
@@ -93,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--supersample", type=int, default=1, help="built-in suite: render N times larger and box-average (anti-aliasing)"
     )
+    p.add_argument("--shadows", action="store_true", help="built-in suite: the overhead light casts shadows")
     p.add_argument("--append", action="store_true", help="add episodes to an existing dataset")
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing dataset (once the new one is complete)"
@@ -110,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         a.append,
         a.overwrite,
         supersample=a.supersample,
+        shadows=a.shadows,
     )
     rates = ", ".join(f"noise {k}: {v['success']:.0%}" for k, v in s["by_noise"].items())
     print(f"wrote {s['episodes']} episodes to {s['out']} in {s['seconds']:.1f}s ({rates})")

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -497,11 +498,10 @@ class DatasetRecorder:
                 )
             self._next_episode = self.ds.num_episodes
         else:
-            if exists and overwrite:  # write beside, swap in at finalize: nothing is lost on failure
-                self.root = self.root.with_name(self.root.name + ".tmp-new")
-                shutil.rmtree(self.root, ignore_errors=True)
-            elif self.root.exists() and not any(self.root.iterdir()):
-                self.root.rmdir()
+            # Written beside and swapped in at finalize: an interrupted collection leaves no half
+            # dataset under the final name, and an overwrite loses nothing on failure.
+            self.root = self.root.with_name(self.root.name + ".tmp-new")
+            shutil.rmtree(self.root, ignore_errors=True)
             self.ds = LeRobotDataset.create(
                 _repo_id(self.final_root), fps=fps, features=features, root=self.root, use_videos=False
             )
@@ -536,7 +536,9 @@ class DatasetRecorder:
             if self.wrist:
                 frame["observation.wrist_image"] = steps["wrist_image"][t]
             self.ds.add_frame(frame)
-        self.ds.save_episode()
+        with warnings.catch_warnings():  # lerobot warns per episode that bool features become uint8 histograms
+            warnings.filterwarnings("ignore", "Converting input from bool", RuntimeWarning)
+            self.ds.save_episode()
         ep = self._next_episode
         self._next_episode += 1
         self._sidecar_rows.append(
@@ -610,7 +612,7 @@ class DatasetRecorder:
         return written
 
     def finalize(self) -> Path:
-        """Close the dataset files, write the sidecar, and (overwrite) swap the new dataset in."""
+        """Close the dataset files, write the sidecar, and swap a new dataset in under its final name."""
         from wmrl.io import atomic_write_text
 
         self.ds.finalize()
@@ -625,7 +627,8 @@ class DatasetRecorder:
         if self.root != self.final_root:
             backup = self.final_root.with_name(self.final_root.name + ".old")
             shutil.rmtree(backup, ignore_errors=True)
-            os.replace(self.final_root, backup)
+            if self.final_root.exists():
+                os.replace(self.final_root, backup)
             os.replace(self.root, self.final_root)
             shutil.rmtree(backup, ignore_errors=True)
             self.root = self.final_root

@@ -32,9 +32,12 @@ class BatchRenderer:
             ``supersample x supersample`` block (a box filter, what ``cv2.INTER_AREA`` does for an
             integer factor): anti-aliased frames whose edges move by fractions of a pixel. 1: off
             (the software renderer's multisampling misplaces tiles, so it is done here).
+        shadows: draw the lights' shadows (the model must be built with ``shadows=True``).
     """
 
-    def __init__(self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...], supersample: int = 1):
+    def __init__(
+        self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...], supersample: int = 1, shadows: bool = False
+    ):
         backend = check_backend()
         self.model = model
         self.size = size
@@ -61,6 +64,11 @@ class BatchRenderer:
             mujoco.mjtRndFlag.mjRND_SKYBOX,
         ):
             self._scn.flags[flag] = 0
+        self.shadows = bool(shadows)
+        if self.shadows:
+            if int(model.vis.quality.shadowsize) <= 0:
+                raise WmrlError("shadows=True needs a model built with shadows (vis.quality.shadowsize > 0)")
+            self._scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 1
         self._opt = mujoco.MjvOption()
         self._pert = mujoco.MjvPerturb()
         self._cams = []
@@ -120,9 +128,14 @@ class BatchRenderer:
         return out
 
     def close(self) -> None:
+        """Free the GL resources. ``MjrContext.free`` deletes GL objects in whichever context is
+        current, so it runs with this renderer's own context current (and the previous one
+        restored): freeing a dropped renderer used to delete another live renderer's framebuffer,
+        whose frames then came back black."""
         if getattr(self, "_gl", None) is not None:
             try:
-                self._con.free()
+                with self._gl.as_current():
+                    self._con.free()
                 self._gl.free()
             except Exception:  # noqa: BLE001
                 pass

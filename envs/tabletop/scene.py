@@ -9,7 +9,10 @@ The scene holds a superset of objects; a task uses some and parks the rest out o
 * two flat target pads (mocap, visual only) and two square bowls (mocap, colliding);
 * a fixed oblique agent-view camera and a wrist camera on the gripper.
 
-Render settings follow PLATFORM_NOTES: no shadows, no multisampling, coarse primitives.
+Render settings follow PLATFORM_NOTES: no multisampling, coarse primitives, and by default no
+shadows. ``shadows=True`` lets the overhead light cast them (a small shadow map fitted to the
+workspace): the gripper's shadow marks its table-plane position, so depth and height, which both
+move the gripper vertically in the oblique view, separate.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ TCP_LOW = np.array([-0.28, -0.25, 0.02])
 TCP_HIGH = np.array([0.28, 0.25, 0.30])
 TCP_HOME = np.array([0.0, -0.12, 0.18])
 PARK_Y = -3.0  # parked objects sit behind the camera, out of view
+SHADOW_MAP = 128  # shadow-map texels per side (software GL renders it for every frame: keep it small)
+SHADOW_HALF_WIDTH = 0.45  # m: the overhead light's shadow frustum covers the workspace (TCP x +-0.28)
 CONTROL_SUBSTEPS = 10
 TIMESTEP = 0.005  # control period = 0.05 s (20 Hz)
 
@@ -52,8 +57,9 @@ def _bowl_geoms(rgba: str) -> str:
     return "\n".join(walls)
 
 
-def scene_xml(image_size: int = 64) -> str:
-    """MJCF text of the tabletop scene (offscreen buffer large enough for a tiled batch render)."""
+def scene_xml(image_size: int = 64, shadows: bool = False) -> str:
+    """MJCF text of the tabletop scene (offscreen buffer large enough for a tiled batch render);
+    ``shadows``: the overhead light casts shadows (see the module docstring)."""
     cubes = []
     for i, (name, rgb) in enumerate(CUBE_COLORS.items()):
         r, g, b = rgb
@@ -74,12 +80,17 @@ def scene_xml(image_size: int = 64) -> str:
         for i, n in enumerate(BOWL_NAMES)
     ]
     off = 16 * max(image_size, 64)
+    shadow_map = SHADOW_MAP if shadows else 0
+    # A directional light's shadow frustum spans shadowclip * extent; the parked objects make the
+    # extent metres wide, so the clip is set to cover just the workspace.
+    shadow_clip = SHADOW_HALF_WIDTH / _scene_extent(image_size) if shadows else 1.0
     return f"""
 <mujoco model="wmrl_tabletop">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{TIMESTEP}" integrator="implicitfast" cone="elliptic" impratio="10"/>
   <visual>
-    <quality shadowsize="0" offsamples="0" numslices="8" numstacks="6" numquads="1"/>
+    <quality shadowsize="{shadow_map}" offsamples="0" numslices="8" numstacks="6" numquads="1"/>
+    <map shadowclip="{shadow_clip:.6f}"/>
     <global offwidth="{off}" offheight="{off}"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5" specular="0 0 0"/>
   </visual>
@@ -87,7 +98,7 @@ def scene_xml(image_size: int = 64) -> str:
     <geom friction="1.0 0.005 0.0001" solref="0.01 1" solimp="0.95 0.99 0.001"/>
   </default>
   <worldbody>
-    <light name="top" pos="0 0 1.5" dir="0 0 -1" directional="true" castshadow="false" diffuse="0.35 0.35 0.35"/>
+    <light name="top" pos="0 0 1.5" dir="0 0 -1" directional="true" castshadow="{str(bool(shadows)).lower()}" diffuse="0.35 0.35 0.35"/>
     <geom name="table" type="plane" size="3 3 0.1" rgba="0.72 0.72 0.7 1"/>
     <geom name="table_edge" type="box" size="0.34 0.005 0.001" pos="0 0.3 0.001" rgba="0.3 0.3 0.3 1"
           contype="0" conaffinity="0"/>
@@ -135,13 +146,19 @@ def scene_xml(image_size: int = 64) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled(image_size: int) -> mujoco.MjModel:
-    return mujoco.MjModel.from_xml_string(scene_xml(image_size))
+def _compiled(image_size: int, shadows: bool = False) -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_string(scene_xml(image_size, shadows))
 
 
-def build_model(image_size: int = 64) -> mujoco.MjModel:
-    """A fresh copy of the compiled scene model."""
-    return _compiled(image_size).__copy__()
+@functools.lru_cache(maxsize=8)
+def _scene_extent(image_size: int) -> float:
+    """MuJoCo's ``stat.extent`` (m) of the shadowless scene: the light's shadow frustum scales with it."""
+    return float(_compiled(image_size).stat.extent)
+
+
+def build_model(image_size: int = 64, shadows: bool = False) -> mujoco.MjModel:
+    """A fresh copy of the compiled scene model (``shadows``: see :func:`scene_xml`)."""
+    return _compiled(image_size, bool(shadows)).__copy__()
 
 
 class SceneIndex:

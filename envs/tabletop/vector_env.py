@@ -56,6 +56,8 @@ class TabletopVectorEnv(VectorEnv):
         nthread: physics threads (default: all cores, at most num_envs).
         supersample: render at ``image_size * supersample`` and box-average down to
             ``image_size`` (anti-aliasing; 1, the default: off). Frames change, physics does not.
+        shadows: the overhead light casts shadows (off by default); the gripper's shadow shows
+            where it is over the table. Frames change, physics does not.
 
     Observations: ``image`` uint8 (N,H,W,3), ``wrist_image`` (optional), ``state`` float32 (N,8)
     = tcp xyz, tcp velocity xyz, finger opening (m), last gripper command. Actions (N,7): the
@@ -81,6 +83,7 @@ class TabletopVectorEnv(VectorEnv):
         nthread: int | None = None,
         render_mode: str | None = "rgb_array",
         supersample: int = 1,
+        shadows: bool = False,
     ):
         unknown = [t for t in task_ids if t not in TASKS]
         if unknown:
@@ -103,7 +106,11 @@ class TabletopVectorEnv(VectorEnv):
         )
 
         self.supersample = check_supersample(supersample)
-        self.model = build_model(self.image_size * self.supersample)  # sizes the offscreen buffer only
+        if not isinstance(shadows, (bool, np.bool_)):
+            raise WmrlError(f"shadows={shadows!r}; expected True or False")
+        self.shadows = bool(shadows)
+        # the image size sizes the offscreen buffer only; shadows change the renderer, not physics
+        self.model = build_model(self.image_size * self.supersample, shadows=self.shadows)
         self.idx = SceneIndex(self.model)
         n = self.num_envs
         nthread = nthread or min(os.cpu_count() or 1, n)
@@ -113,7 +120,9 @@ class TabletopVectorEnv(VectorEnv):
         self._ctrl = self._batch.bind("ctrl")
         self._mocap = self._batch.bind("mocap_pos")
         cams = ("agentview", "wrist") if self.wrist else ("agentview",)
-        self._renderer = BatchRenderer(self.model, self.image_size, cams, supersample=self.supersample)
+        self._renderer = BatchRenderer(
+            self.model, self.image_size, cams, supersample=self.supersample, shadows=self.shadows
+        )
 
         img = gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
         spaces = {"image": img, "state": gym.spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)}
