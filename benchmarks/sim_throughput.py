@@ -243,12 +243,17 @@ def run_extra(backend: str, steps: int, repeats: int) -> dict[str, Any]:
     return out
 
 
+def _earlier_result(flag: str, path: str) -> dict[str, Any]:
+    """An earlier result JSON named by ``flag`` (one-line error when unreadable)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise WmrlError(f"{flag} {path!r}: cannot read a JSON file ({e})") from None
+
+
 def reused_builtin(path: str) -> dict[str, Any]:
     """The built-in fields of an earlier result JSON (for ``--reuse-builtin``)."""
-    try:
-        old = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise WmrlError(f"--reuse-builtin {path!r}: cannot read a JSON file ({e})") from None
+    old = _earlier_result("--reuse-builtin", path)
     missing = [k for k in ("steps_per_s", "ratio_vs_sync_vector_16", "pusher_v5_steps_per_s") if k not in old]
     if missing:
         raise WmrlError(f"--reuse-builtin {path!r} has no built-in figures (missing {missing})")
@@ -257,10 +262,7 @@ def reused_builtin(path: str) -> dict[str, Any]:
 
 def reused_extra(path: str) -> dict[str, dict[str, Any]]:
     """The ManiSkill3 / LIBERO sections of an earlier result JSON (for ``--reuse-extra``)."""
-    try:
-        old = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise WmrlError(f"--reuse-extra {path!r}: cannot read a JSON file ({e})") from None
+    old = _earlier_result("--reuse-extra", path)
     found = {b: sec for b, sec in (old.get("backends") or {}).items() if b in EXTRA}
     if not found:
         raise WmrlError(f"--reuse-extra {path!r} has no {' or '.join(EXTRA)} section")

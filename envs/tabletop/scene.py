@@ -81,16 +81,12 @@ def scene_xml(image_size: int = 64, shadows: bool = False) -> str:
     ]
     off = 16 * max(image_size, 64)
     shadow_map = SHADOW_MAP if shadows else 0
-    # A directional light's shadow frustum spans shadowclip * extent; the parked objects make the
-    # extent metres wide, so the clip is set to cover just the workspace.
-    shadow_clip = SHADOW_HALF_WIDTH / _scene_extent(image_size) if shadows else 1.0
     return f"""
 <mujoco model="wmrl_tabletop">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{TIMESTEP}" integrator="implicitfast" cone="elliptic" impratio="10"/>
   <visual>
     <quality shadowsize="{shadow_map}" offsamples="0" numslices="8" numstacks="6" numquads="1"/>
-    <map shadowclip="{shadow_clip:.6f}"/>
     <global offwidth="{off}" offheight="{off}"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5" specular="0 0 0"/>
   </visual>
@@ -147,13 +143,12 @@ def scene_xml(image_size: int = 64, shadows: bool = False) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _compiled(image_size: int, shadows: bool = False) -> mujoco.MjModel:
-    return mujoco.MjModel.from_xml_string(scene_xml(image_size, shadows))
-
-
-@functools.lru_cache(maxsize=8)
-def _scene_extent(image_size: int) -> float:
-    """MuJoCo's ``stat.extent`` (m) of the shadowless scene: the light's shadow frustum scales with it."""
-    return float(_compiled(image_size).stat.extent)
+    model = mujoco.MjModel.from_xml_string(scene_xml(image_size, shadows))
+    if shadows:
+        # A directional light's shadow frustum spans shadowclip * extent; the parked objects make
+        # the extent metres wide, so the clip is set to cover just the workspace.
+        model.vis.map.shadowclip = SHADOW_HALF_WIDTH / model.stat.extent
+    return model
 
 
 def build_model(image_size: int = 64, shadows: bool = False) -> mujoco.MjModel:
