@@ -160,6 +160,7 @@ def evaluate_policy(
     deterministic: bool = True,
     videos_per_task: int = 2,
     progress: bool = False,
+    render: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` in the real simulator.
 
@@ -169,6 +170,8 @@ def evaluate_policy(
         episodes_per_task: episodes per task (fixed seeds, see module docstring).
         num_envs: sub-envs per batch.
         video_dir: folder for ``<task>.mp4`` rollout videos (None: no videos).
+        render: more ``envs.make_vec`` options of the backend (the built-in suite's ``supersample``,
+            ``shadows``): the frames the policy was trained on.
     Returns:
         dict with ``tasks`` {task: {success_rate, ci95, successes, episodes, mean_length}},
         ``mean_success`` (mean of the per-task rates), ``mean_ci95`` (Wilson on the pooled episodes),
@@ -192,7 +195,8 @@ def evaluate_policy(
         done_eps = 0
         while done_eps < episodes_per_task:
             n = min(num_envs, episodes_per_task - done_eps)
-            env = envs.make_vec(task, num_envs=n, image_size=actor.image_size, wrist_image=actor.use_wrist)
+            env = envs.make_vec(task, num_envs=n, image_size=actor.image_size, wrist_image=actor.use_wrist,
+                                **(render or {}))
             try:
                 rec = min(n, max(0, videos_per_task - len(videos))) if video_dir else 0
                 s, ln, fr = _run_batch(env, actor, seed + 1000 * ti + done_eps, n, max_steps, rec)

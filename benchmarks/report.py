@@ -85,6 +85,13 @@ def _persistence(d: dict) -> str:
     )
 
 
+def _expected(d: dict, tag: str) -> str:
+    """Spearman of the expected-success reading ``tag`` and its Brier score against a per-policy
+    constant, e.g. "0.90 (Brier 0.20 vs 0.22)"."""
+    return _ranking_block(d.get("expected") or {}, tag,
+                          lambda b: f" (Brier {_fmt(b['brier'])} vs {_fmt(b['brier_constant'])})")
+
+
 def _finetuned(d: dict) -> str:
     """Spearman with the success model fine-tuned on paired imagined frames, and its per-episode AUROC
     next to the run model's, e.g. "0.90 at 0.62 (episode AUROC 0.80 vs 0.72)"."""
@@ -129,6 +136,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _idm_xyz, ">= 0.9"),
     ("reward_models_supersample2_shadows_idm12k.json",
      "IDM R2, supersample 2 + shadows, IDM trained 12k steps (not 3k): x / y / z (position mean)", _idm_xyz, ">= 0.9"),
+    ("reward_models_supersample2_shadows_idm12k_ep2160.json",
+     "same, 2,160 episodes (not 1,080), split seed 0: x / y / z (position mean)", _idm_xyz, ">= 0.9"),
+    ("reward_models_supersample2_shadows_idm12k_ep2160_seed1.json",
+     "same, split and training seed 1: x / y / z (position mean)", _idm_xyz, ">= 0.9"),
     ("reward_models.json", "success model AUROC", "success_auroc", ">= 0.95"),
     ("reward_models.json", "executability AUROC", "executability_auroc", ">= 0.9"),
     ("imagination_lift.json", "SFT success (real sim)", "sft_success", ""),
@@ -154,6 +165,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _calibrated(d), ">= 0.9"),
     ("wm_policy_ranking.json", "same, success held for m frames in a row (m and threshold calibrated together)",
      lambda d: _persistence(d), ">= 0.9"),
+    ("wm_policy_ranking.json", "expected success: mean P(real success given the imagined max probability), isotonic fit "
+     "on the same SFT episodes", lambda d: _expected(d, "max_p"), ">= 0.9"),
+    ("wm_policy_ranking.json", "same, on the persistence-chosen score",
+     lambda d: _expected(d, "persisted"), ">= 0.9"),
     ("wm_policy_ranking.json", "same, success model fine-tuned on paired SFT episodes' imagined frames",
      lambda d: _finetuned(d), ">= 0.9"),
     ("wm_policy_ranking.json", "noise ceiling: Spearman of a real retest from other starts vs the real ranking",

@@ -25,7 +25,11 @@ takes the threshold with the best Youden's J against their real outcomes (``cali
 it); ``goal.met_calibrated`` judges that Spearman.
 ``persistence``: the same, if imagined success meant "the probability held >= t for m consecutive
 imagined frames" (:func:`imagination.calibration.persisted_max`), m and t chosen together on those
-calibration episodes. ``finetuned``: the same, with a copy of the run's success model fine-tuned
+calibration episodes. ``expected``: each policy's imagined success read as its expected real
+success, the mean over its episodes of P(real success | imagined score) from an isotonic fit on the
+same calibration episodes (:class:`imagination.calibration.SuccessProbabilityCalibration`), for the
+plain max probability (``max_p``) and the persistence-chosen score (``persisted``), with the Brier
+score of those per-episode probabilities. ``finetuned``: the same, with a copy of the run's success model fine-tuned
 (``--finetune-steps``) on the imagined frames of the calibration episodes, run with the mean action
 and with sampled actions (common random numbers in both worlds), labelled by their real outcomes
 (:func:`imagination.calibration.finetune_success_on_pairs`); its threshold comes from a second set of
@@ -39,6 +43,8 @@ equals the real one), and ``noise_ceiling``: every policy runs again in the real
 from as many other starts (seed + 700000), and the rank statistics of that retest against the
 ranking's real success say how well the real simulator agrees with itself (policies closer than
 the sampling noise get reordered by any second evaluation; a world model cannot beat that).
+The per-episode pairs (``PAIR_FIELDS`` of every policy and of the SFT calibration episodes) are
+saved beside the JSON as ``OUT.pairs.npz`` (keys ``policy/field``).
 """
 
 from __future__ import annotations
@@ -114,6 +120,7 @@ def paired_episodes(
         seed,
         horizon_chunks,
         image_size=pipe.cfg.image_size,
+        render=pipe.cfg.render.env_kwargs(),
         imagination=pipe.imagination_config(),  # the calibrated threshold where the run has one
         success_model=sm,
         exec_reward=exe,
@@ -182,6 +189,7 @@ def noise_ceiling(real: np.ndarray, retest: np.ndarray) -> dict[str, Any]:
     evaluation reorders them."""
     return {**rank_stats(retest, real), "retest_success": [float(x) for x in retest]}
 
+PAIR_FIELDS = ("real", "imagined", "imagined_max_p", "imagined_p_trace", "gate_ok")  # saved per episode
 SWEEP_THRESHOLDS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
 
 
@@ -237,6 +245,26 @@ def thresholded(pairs: dict[str, dict[str, np.ndarray]], key: str, threshold: fl
     }
 
 
+def expected(pairs: dict[str, dict[str, np.ndarray]], key: str, cal: Any) -> dict[str, Any]:
+    """Ranking statistics if a policy's imagined success were its *expected* real success: the mean,
+    over its episodes, of ``cal.predict(pairs[policy][key])`` (a :class:`SuccessProbabilityCalibration`
+    fitted on other episodes). ``brier``: the mean squared error of those probabilities against the
+    same starts' real outcomes (``brier_constant``: of each policy's own real rate, a bound no
+    per-episode score beats without per-episode information)."""
+    real = np.array([p["real"].mean() for p in pairs.values()])
+    prob = {n: cal.predict(p[key]) for n, p in pairs.items()}
+    rates = np.array([v.mean() for v in prob.values()])
+    y = {n: p["real"].astype(np.float64) for n, p in pairs.items()}
+    return {
+        **rank_stats(rates, real),
+        "spearman_ci95": spearman_ci95(list(prob.values()), [p["real"] for p in pairs.values()]),
+        "brier": float(np.mean(np.concatenate([(prob[n] - y[n]) ** 2 for n in pairs]))),
+        "brier_constant": float(np.mean(np.concatenate([(y[n].mean() - y[n]) ** 2 for n in pairs]))),
+        "mean_imagined_success": float(rates.mean()),
+        "imagined_success": {n: float(v) for n, v in zip(prob, rates)},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
@@ -265,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     import envs
     from benchmarks.imagination_lift import environment_info
     from imagination.calibration import (
+        SuccessProbabilityCalibration,
         calibrate_success_persistence,
         calibrate_success_threshold,
         finetune_success_on_pairs,
@@ -273,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     from imagination.pipeline import Pipeline, load_run_config
     from policies import load_policy
     from wmrl.errors import WmrlError
-    from wmrl.io import atomic_write_json
+    from wmrl.io import atomic_write, atomic_write_json
 
     t0 = time.perf_counter()
     config_name = "run_quick" if a.quick else "run"
@@ -384,6 +413,20 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": persist_cal.to_dict(),
             "calibration_youden_j_by_frames": {str(m): j for m, j in persist_j.items()},
         }
+    # Expected success: each episode's imagined score mapped to P(real success) by an isotonic fit on
+    # the calibration pairs, averaged per policy (the plain max, and the persistence-chosen score).
+    expected_rows: dict[str, Any] = {}
+    scores = {"max_p": ("imagined_max_p", cal_pairs["imagined_max_p"])}
+    if best_m is not None:
+        scores["persisted"] = ("imagined_persist", persisted_max(cal_pairs["imagined_p_trace"], best_m))
+    for tag, (key, cal_score) in scores.items():
+        try:
+            iso = SuccessProbabilityCalibration().fit(cal_score, cal_pairs["real"])
+        except WmrlError as e:
+            expected_rows[tag] = {"error": str(e)}
+            continue
+        expected_rows[tag] = {**expected(pairs, key, iso), "calibration": iso.to_dict(),
+                              **({"frames": best_m} if tag == "persisted" else {})}
     finetuned: dict[str, Any] | None = None
     if sm_ft is not None:
         finetuned = {} if ft_cal is None else thresholded(pairs, "imagined_max_p_finetuned", ft_cal.threshold)
@@ -415,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                           "spearman_ci95": spearman_ci95(retest_eps, [p["real"] for p in pairs.values()])},
         "finetuned": finetuned,
         "persistence": persistence,
+        "expected": expected_rows,
         "success_source": cfg.imagination_config().success_source,
         "success_threshold": cfg.imagination_config().success_threshold,
         "episode_agreement": float(np.mean([v["episode_agreement"] for v in rows.values()])),
@@ -434,9 +478,14 @@ def main(argv: list[str] | None = None) -> int:
         "met_calibrated": bool(cal_s is not None and cal_s >= 0.9),
         "met_finetuned": bool(finetuned is not None and (finetuned.get("spearman") or 0) >= 0.9),
         "met_persistence": bool((persistence.get("spearman") or 0) >= 0.9),
+        "met_expected": {tag: bool((r.get("spearman") or 0) >= 0.9) for tag, r in expected_rows.items()},
         "real_retest_spearman": res["noise_ceiling"]["spearman"],
     }
     atomic_write_json(a.out, res)
+    # The per-episode pairs beside the JSON, so further readings can be computed without a re-run.
+    arrays = {f"{name}/{k}": np.asarray(v) for name, pr in {"calibration_sft": cal_pairs, **pairs}.items()
+              for k, v in pr.items() if k in PAIR_FIELDS}
+    atomic_write(Path(a.out).with_suffix(".pairs.npz"), lambda tmp: np.savez_compressed(tmp, **arrays))
     print(
         json.dumps({k: res[k] for k in ("pearson", "spearman", "mmrv", "refuted", "num_policies")}, indent=2)
     )

@@ -10,7 +10,9 @@ the real failures: the point of the ROC curve with the largest Youden's J = TPR 
 
 ``paired_episodes(policy, world_model, ...)`` runs those pairs and returns ``real`` (E,),
 ``imagined_max_p`` (E,) and the per-frame ``imagined_p_trace`` (E, T);
-``calibrate_success_threshold(max_p (E,), real (E,)) -> ThresholdCalibration``.
+``calibrate_success_threshold(max_p (E,), real (E,)) -> ThresholdCalibration``;
+``SuccessProbabilityCalibration().fit(score, real).predict(score)``: calibrated probabilities (an
+isotonic map), whose mean over a policy's episodes is its expected real success.
 
 Two further readings of the same pairs:
 - persistence: a success must hold ``m`` imagined frames in a row (:func:`persisted_max`), ``m``
@@ -54,6 +56,27 @@ class ThresholdCalibration:
         return {**asdict(self), "criterion": "max Youden's J (TPR - FPR) of imagined max success prob"}
 
 
+def _checked_pairs(score: Any, real: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate per-episode imagined scores float (E,) and real outcomes (E,) -> (float64, bool),
+    with both real successes and real failures among them."""
+    p = np.asarray(score, np.float64)
+    y = np.asarray(real)
+    if p.ndim != 1 or y.shape != p.shape:
+        raise WmrlError(f"max_p has shape {p.shape} and real {y.shape}; expected two equal shapes (E,)")
+    if not np.isfinite(p).all():
+        raise WmrlError(f"max_p has {int((~np.isfinite(p)).sum())} non-finite values; expected probabilities")
+    if y.dtype != bool and not np.isin(y, (0, 1)).all():
+        raise WmrlError("real must be bool (or 0/1) per episode")
+    y = y.astype(bool)
+    npos = int(y.sum())
+    if npos == 0 or npos == len(y):
+        raise WmrlError(
+            f"cannot calibrate on {len(y)} paired episodes with {npos} real successes: "
+            "need both real successes and real failures"
+        )
+    return p, y
+
+
 def calibrate_success_threshold(
     max_p: Any, real: Any, lo: float = 0.05, hi: float = 0.95
 ) -> ThresholdCalibration:
@@ -68,23 +91,10 @@ def calibrate_success_threshold(
     The threshold sits halfway between the ROC point's score and the next lower distinct score,
     so it does not rest on one episode's exact probability. Ties in J go to the higher threshold
     (fewer imagined successes)."""
-    p = np.asarray(max_p, np.float64)
-    y = np.asarray(real)
-    if p.ndim != 1 or y.shape != p.shape:
-        raise WmrlError(f"max_p has shape {p.shape} and real {y.shape}; expected two equal shapes (E,)")
-    if not np.isfinite(p).all():
-        raise WmrlError(f"max_p has {int((~np.isfinite(p)).sum())} non-finite values; expected probabilities")
-    if y.dtype != bool and not np.isin(y, (0, 1)).all():
-        raise WmrlError("real must be bool (or 0/1) per episode")
-    y = y.astype(bool)
+    p, y = _checked_pairs(max_p, real)
     if not 0.0 < lo < hi < 1.0:
         raise WmrlError(f"lo={lo}, hi={hi}: expected 0 < lo < hi < 1")
     npos = int(y.sum())
-    if npos == 0 or npos == len(y):
-        raise WmrlError(
-            f"cannot calibrate on {len(y)} paired episodes with {npos} real successes: "
-            "need both real successes and real failures"
-        )
     from sklearn.metrics import roc_auc_score, roc_curve
 
     fpr, tpr, thr = roc_curve(y, p, drop_intermediate=False)
@@ -108,6 +118,48 @@ def calibrate_success_threshold(
     )
 
 
+class SuccessProbabilityCalibration:
+    """P(real success | imagined score): an isotonic (monotone, non-decreasing) map fitted on paired
+    episodes, so a policy's imagined success can be read as its *expected* real success, the mean
+    calibrated probability over its imagined episodes, rather than the fraction that crossed one
+    threshold. Thresholding throws away how far each episode's score sits from the cut, and with it
+    most of the per-episode information a weak success signal has.
+
+    ``fit(score (E,), real (E,))`` then ``predict(score (N,)) -> (N,)`` in [0, 1]; scores outside the
+    fitted range take the value at its nearer end. ``brier`` is the fit's in-sample Brier score and
+    ``base_rate`` the calibration episodes' real success rate (the Brier score of a constant)."""
+
+    def __init__(self) -> None:
+        self._iso: Any = None
+        self.episodes = 0
+        self.positives = 0
+        self.brier = float("nan")
+        self.base_rate = float("nan")
+
+    def fit(self, score: Any, real: Any) -> SuccessProbabilityCalibration:
+        from sklearn.isotonic import IsotonicRegression
+
+        p, y = _checked_pairs(score, real)
+        self._iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(p, y)
+        self.episodes, self.positives = len(y), int(y.sum())
+        self.base_rate = float(y.mean())
+        self.brier = float(np.mean((self._iso.predict(p) - y) ** 2))
+        return self
+
+    def predict(self, score: Any) -> np.ndarray:
+        if self._iso is None:
+            raise WmrlError("SuccessProbabilityCalibration.predict before fit")
+        p = np.asarray(score, np.float64)
+        if p.ndim != 1 or not np.isfinite(p).all():
+            raise WmrlError(f"score has shape {p.shape} with non-finite values or ndim != 1; expected finite (N,)")
+        return self._iso.predict(p)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"episodes": self.episodes, "positives": self.positives, "brier_in_sample": self.brier,
+                "brier_constant": self.base_rate * (1 - self.base_rate), "base_rate": self.base_rate,
+                "method": "isotonic regression of the real outcome on the imagined score"}
+
+
 @torch.no_grad()
 def paired_episodes(
     policy: Any,
@@ -120,6 +172,7 @@ def paired_episodes(
     *,
     image_size: int,
     imagination: Any,
+    render: dict[str, Any] | None = None,
     success_model: Any | None = None,
     exec_reward: Any | None = None,
     gated_pass: bool = True,
@@ -141,6 +194,7 @@ def paired_episodes(
         horizon_chunks: chunks per episode in both worlds.
         image_size: real env frame size; ``imagination``: the ``ImaginedEnvConfig`` to start from
             (its ``num_envs``, ``horizon``, ``chunk_size`` and ``gate`` are set here).
+        render: more ``envs.make_vec`` options of the real envs (the run's render settings).
         gated_pass: also run the thresholded, gated imagined pass.
         imagined: False runs the real simulator alone (``real`` and ``real_env_steps`` only; the
             world model is not used): a retest of the same policy from other starts.
@@ -184,7 +238,7 @@ def paired_episodes(
         n = episodes_per_task
         seeds = [seed + 1000 * ti + e for e in range(n)]
         real = ActionChunkWrapper(
-            envs.make_vec(task, n, image_size=image_size, autoreset_mode="same_step"), k
+            envs.make_vec(task, n, image_size=image_size, autoreset_mode="same_step", **(render or {})), k
         )
         icfg = dataclasses.replace(imagination, num_envs=n, horizon=horizon_chunks, gate="mask", chunk_size=k)
         obs_r, info_r = real.reset(seed=seeds)

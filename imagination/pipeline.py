@@ -63,6 +63,34 @@ class DemoConfig:
 
 
 @dataclass
+class RenderConfig:
+    """How the built-in suite renders every real frame of the run (demos, evaluation, co-evolution
+    rollouts, the real-RL baseline, calibration pairs), so the world model, the reward models and
+    the policy all see one kind of frame. Args: supersample: render N times larger and box-average
+    down (anti-aliasing; 1: off); shadows: the overhead light casts shadows (see
+    ``envs.tabletop.TabletopVectorEnv``). Both sharpen the IDM's depth/height motion
+    (``benchmarks.reward_models``) and cost env speed (``benchmarks.sim_throughput``)."""
+
+    supersample: int = 1
+    shadows: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.supersample, bool) or not isinstance(self.supersample, int) or not 1 <= self.supersample <= 4:
+            raise ConfigError(f"render.supersample={self.supersample!r}; expected an integer in [1, 4]")
+        if not isinstance(self.shadows, bool):
+            raise ConfigError(f"render.shadows={self.shadows!r}; expected true or false")
+
+    @property
+    def is_default(self) -> bool:
+        return self.supersample == 1 and not self.shadows
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``envs.make_vec`` for the built-in suite (empty when default, so any
+        backend takes them)."""
+        return {} if self.is_default else {"supersample": self.supersample, "shadows": self.shadows}
+
+
+@dataclass
 class RewardsConfig:
     """Args: idm_steps / success_steps: training steps; batch_size; calibrate_clips: real clips that
     calibrate the executability scale; idm / success: extra fields of IDMConfig / SuccessModelConfig;
@@ -145,6 +173,8 @@ class RunConfig:
         image_size: frame side for every model (policy, world model, rewards).
         seed: seed of the whole run; num_threads: torch CPU threads (null: torch default).
         demos, rewards, eval: see their classes.
+        render: how the built-in suite renders real frames (:class:`RenderConfig`; other backends
+            take only the default).
         world_model: family + world-model config fields (``conf/world_model/*``).
         world_model_train: ``worldmodels.train.TrainLoopConfig`` fields.
         policy: ``policies.vla.VLAConfig`` fields (``conf/policy/*``); sft: ``TrainPolicyConfig``
@@ -176,6 +206,7 @@ class RunConfig:
     rl: dict = field(default_factory=lambda: {"algo": "grpo"})
     coevolution: dict = field(default_factory=dict)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
     success_calibration: SuccessCalibrationConfig = field(default_factory=SuccessCalibrationConfig)
     real_rl_baseline: bool = True
     real_rl_num_envs: int = 16
@@ -190,6 +221,13 @@ class RunConfig:
             raise ConfigError(f"rl.algo={self.rl.get('algo')!r}; expected 'grpo' or 'ppo'")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"num_threads={self.num_threads} must be >= 1 or null")
+        if not self.render.is_default:
+            import envs
+
+            other = sorted({envs.task_spec(t).backend for t in envs.resolve_tasks(self.suite)} - {"mujoco"})
+            if other:
+                raise ConfigError(f"render={self.render} is for the built-in suite; suite={self.suite!r} runs on "
+                                  f"{', '.join(other)}, which renders its own frames")
         # typed sub-configs are built (and checked) here so a bad key fails before any work
         self.rl_config()
         self.imagination_config()
@@ -276,10 +314,25 @@ class Pipeline:
             self._traj = load_trajectories(self.data_root)
         return self._traj
 
+    def check_demo_render(self) -> None:
+        """A resumed run's demos must have been rendered as ``render`` asks (its models learn those frames)."""
+        from wmrl.data import read_episode_meta
+
+        meta = read_episode_meta(self.data_root).values()
+        have = sorted({(int(r.get("supersample", 1)), bool(r.get("shadows", False))) for r in meta})
+        want = (self.cfg.render.supersample, self.cfg.render.shadows)
+        if have and have != [want]:
+            raise ConfigError(f"{self.data_root} was rendered with (supersample, shadows)={have}; this run asks for "
+                              f"render.supersample={want[0]}, render.shadows={want[1]}: use another run_dir")
+
     def tasks(self) -> list[str]:
         import envs
 
         return envs.resolve_tasks(self.cfg.suite)
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """``envs.make_vec`` keyword arguments every real env of the run shares (frame size, render)."""
+        return {"image_size": self.cfg.image_size, **self.cfg.render.env_kwargs()}
 
     # -- stage bodies
     def s_demos(self) -> dict:
@@ -303,6 +356,8 @@ class Pipeline:
             image_size=self.cfg.image_size,
             overwrite=self.data_root.exists(),
             progress=self.progress,
+            supersample=self.cfg.render.supersample,
+            shadows=self.cfg.render.shadows,
         )
 
     def s_world_model(self) -> dict:
@@ -427,6 +482,7 @@ class Pipeline:
             video_dir=self.run.videos / name,
             videos_per_task=1,
             progress=self.progress,
+            render=self.cfg.render.env_kwargs(),
         )
         return {
             "success": float(res["mean_success"]),
@@ -531,6 +587,7 @@ class Pipeline:
             seed,
             horizon,
             image_size=self.cfg.image_size,
+            render=self.cfg.render.env_kwargs(),
             imagination=configured_cfg,
             success_model=sm,
             exec_reward=exe,
@@ -587,7 +644,7 @@ class Pipeline:
                 env = envs.make_vec(
                     self.cfg.suite,
                     min(16, cc.episodes_per_round),
-                    image_size=self.cfg.image_size,
+                    **self.env_kwargs(),
                     autoreset_mode="same_step",
                     seed=self.cfg.seed + 7000 + r,
                 )
@@ -652,7 +709,7 @@ class Pipeline:
             envs.make_vec(
                 per_env,
                 n,
-                image_size=self.cfg.image_size,
+                **self.env_kwargs(),
                 autoreset_mode="same_step",
                 seed=self.cfg.seed + 999,
             ),
@@ -695,6 +752,7 @@ class Pipeline:
 
         seed_everything(cfg.seed)
         self.stage("demos", self.s_demos)
+        self.check_demo_render()
         self.stage("world_model", self.s_world_model)
         self.stage("rewards", self.s_rewards)
         self.stage("sft", self.s_sft)

@@ -462,6 +462,36 @@ def test_success_threshold_calibration_picks_the_best_separating_threshold():
         calibrate_success_threshold(np.array([np.nan, 0.5]), np.array([1, 0], bool))
 
 
+def test_isotonic_success_probability_and_expected_success_ranking():
+    from benchmarks.wm_policy_ranking import expected
+    from imagination.calibration import SuccessProbabilityCalibration
+
+    # calibration pairs: scores below 0.5 never succeed in the real sim, 0.5-0.8 half of the time,
+    # above 0.8 always; an isotonic fit gives exactly those rates (pooled where they would decrease)
+    score = np.array([0.1, 0.2, 0.3, 0.55, 0.6, 0.7, 0.75, 0.85, 0.9, 0.95])
+    real = np.array([0, 0, 0, 1, 0, 1, 0, 1, 1, 1], bool)
+    cal = SuccessProbabilityCalibration().fit(score, real)
+    p = cal.predict(np.array([0.0, 0.15, 0.65, 0.9, 1.0]))
+    assert p[0] == 0.0 and p[1] == 0.0 and p[-1] == 1.0 and p[-2] == 1.0  # ends clip to the fitted range
+    assert 0.0 < p[2] < 1.0
+    assert np.all(np.diff(cal.predict(np.linspace(0, 1, 50))) >= 0)  # monotone
+    assert (cal.episodes, cal.positives) == (10, 5)
+    assert cal.brier < cal.base_rate * (1 - cal.base_rate)  # better than a constant on informative scores
+    # a policy's expected success is the mean calibrated probability over its episodes
+    pairs = {"good": {"real": np.array([1, 1, 0], bool), "imagined_max_p": np.array([0.9, 0.95, 0.65])},
+             "bad": {"real": np.array([0, 0, 1], bool), "imagined_max_p": np.array([0.1, 0.65, 0.9])}}
+    out = expected(pairs, "imagined_max_p", cal)
+    mid = float(cal.predict(np.array([0.65]))[0])
+    assert out["imagined_success"]["good"] == pytest.approx((1 + 1 + mid) / 3)
+    assert out["imagined_success"]["bad"] == pytest.approx((0 + mid + 1) / 3)
+    assert out["spearman"] == pytest.approx(1.0)
+    assert out["brier"] == pytest.approx(2 * mid**2 / 6)  # one miss of size mid in each policy
+    with pytest.raises(WmrlError, match="need both real successes and real failures"):
+        SuccessProbabilityCalibration().fit(np.array([0.2, 0.9]), np.array([1, 1], bool))
+    with pytest.raises(WmrlError, match="before fit"):
+        SuccessProbabilityCalibration().predict(np.array([0.5]))
+
+
 def test_paired_episodes_start_both_worlds_from_the_same_real_frames(wm, data, exec_reward):
     from test_rl import TinyGaussianPolicy
 
@@ -732,3 +762,35 @@ def test_persisted_max_needs_the_probability_held_for_consecutive_frames():
     np.testing.assert_allclose(persisted_max(trace, 8), [0.1, 0.6, 0.0])
     with pytest.raises(WmrlError, match="frames >= 1"):
         persisted_max(trace, 0)
+
+
+def test_run_render_options_reach_every_real_env(tmp_path):
+    """`render.supersample` / `render.shadows` of `wmrl run`: checked at config time, recorded with the
+    demos, and handed to the evaluation and paired-episode envs."""
+    from benchmarks.policy_eval import evaluate_policy
+    from imagination.pipeline import Pipeline, load_run_config
+    from wmrl.data import read_episode_meta
+
+    base = ["suite=PushCube-v0", "demos.episodes_per_task=2", "demos.num_envs=2", "demos.noise=[0.0]"]
+    cfg = load_run_config([*base, f"run_dir={tmp_path / 'run'}", "render.supersample=2", "render.shadows=true"],
+                          "run_quick")
+    pipe = Pipeline(cfg, progress=False)
+    assert pipe.env_kwargs() == {"image_size": 32, "supersample": 2, "shadows": True}
+    pipe.s_demos()
+    meta = list(read_episode_meta(pipe.data_root).values())
+    assert len(meta) == 2 and all(r["supersample"] == 2 and r["shadows"] for r in meta)
+    pipe.check_demo_render()
+    resumed = load_run_config([*base, f"run_dir={tmp_path / 'run'}", "render.supersample=2"], "run_quick")
+    with pytest.raises(ConfigError, match=r"rendered with \(supersample, shadows\)=\[\(2, True\)\]"):
+        Pipeline(resumed, progress=False).check_demo_render()  # a resume may not switch the frames
+    plain = load_run_config([*base, f"run_dir={tmp_path / 'plain'}"], "run_quick")
+    assert Pipeline(plain, progress=False).env_kwargs() == {"image_size": 32}  # defaults pass nothing
+    # the evaluation's envs take the options (a bad one reaches the env and is refused there)
+    with pytest.raises(WmrlError, match="supersample"):
+        evaluate_policy("random", "PushCube-v0", 1, num_envs=1, render={"supersample": 0})
+    with pytest.raises(ConfigError, match=r"render.supersample=0"):
+        load_run_config([*base, "render.supersample=0"], "run_quick")
+    with pytest.raises(ConfigError, match="render.shadows='yes'"):
+        load_run_config([*base, "render.shadows=yes"], "run_quick")
+    with pytest.raises(ConfigError, match="is for the built-in suite"):
+        load_run_config(["suite=PickCube-v1", "render.shadows=true"], "run_quick")
