@@ -29,9 +29,10 @@ calibration episodes. ``expected``: each policy's imagined success read as its e
 success, the mean over its episodes of P(real success | imagined score) from an isotonic fit on the
 same calibration episodes (:class:`imagination.calibration.SuccessProbabilityCalibration`), for the
 plain max probability (``max_p``) and the persistence-chosen score (``persisted``), with the Brier
-score of those per-episode probabilities. ``finetuned``: the same, with a copy of the run's success model fine-tuned
-(``--finetune-steps``) on the imagined frames of the calibration episodes, run with the mean action
-and with sampled actions (common random numbers in both worlds), labelled by their real outcomes
+score of those per-episode probabilities. ``finetuned``: the same, with a copy of the run's success
+model fine-tuned (``--finetune-steps``) on the imagined frames of the calibration episodes, run with
+the mean action and with sampled actions (common random numbers in both worlds), labelled by their
+real outcomes
 (:func:`imagination.calibration.finetune_success_on_pairs`); its threshold comes from a second set of
 SFT starts (seed + 600000), and ``episode_auroc`` compares it with the run's model over every
 ranked episode. Every Spearman has a paired-bootstrap 95% interval (``spearman_ci95``).

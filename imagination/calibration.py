@@ -62,9 +62,9 @@ def _checked_pairs(score: Any, real: Any) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(score, np.float64)
     y = np.asarray(real)
     if p.ndim != 1 or y.shape != p.shape:
-        raise WmrlError(f"max_p has shape {p.shape} and real {y.shape}; expected two equal shapes (E,)")
+        raise WmrlError(f"scores have shape {p.shape} and real {y.shape}; expected two equal shapes (E,)")
     if not np.isfinite(p).all():
-        raise WmrlError(f"max_p has {int((~np.isfinite(p)).sum())} non-finite values; expected probabilities")
+        raise WmrlError(f"scores have {int((~np.isfinite(p)).sum())} non-finite values; expected probabilities")
     if y.dtype != bool and not np.isin(y, (0, 1)).all():
         raise WmrlError("real must be bool (or 0/1) per episode")
     y = y.astype(bool)
@@ -122,12 +122,13 @@ class SuccessProbabilityCalibration:
     """P(real success | imagined score): an isotonic (monotone, non-decreasing) map fitted on paired
     episodes, so a policy's imagined success can be read as its *expected* real success, the mean
     calibrated probability over its imagined episodes, rather than the fraction that crossed one
-    threshold. Thresholding throws away how far each episode's score sits from the cut, and with it
-    most of the per-episode information a weak success signal has.
+    threshold (it keeps how far each score sits from the cut, which a threshold drops). Measured in
+    ``benchmarks.wm_policy_ranking`` (``expected``), it did not rank policies better than a threshold.
 
     ``fit(score (E,), real (E,))`` then ``predict(score (N,)) -> (N,)`` in [0, 1]; scores outside the
     fitted range take the value at its nearer end. ``brier`` is the fit's in-sample Brier score and
-    ``base_rate`` the calibration episodes' real success rate (the Brier score of a constant)."""
+    ``base_rate`` the calibration episodes' real success rate (a constant at it scores
+    ``base_rate * (1 - base_rate)``)."""
 
     def __init__(self) -> None:
         self._iso: Any = None
