@@ -173,6 +173,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _finetuned(d), ">= 0.9"),
     ("wm_policy_ranking.json", "noise ceiling: Spearman of a real retest from other starts vs the real ranking",
      "noise_ceiling.spearman", ""),
+    ("wm_policy_ranking_render.json", "same benchmark on a run with render.supersample=2 render.shadows=true: "
+     "Spearman at 0.5 / calibrated / persistence / expected (persisted) / fine-tuned / real retest",
+     lambda d: " / ".join(_fmt(v) for v in (d.get("spearman"), _get(d, "calibrated.spearman"),
+                                             _get(d, "persistence.spearman"), _get(d, "expected.persisted.spearman"),
+                                             _get(d, "finetuned.spearman"), _get(d, "noise_ceiling.spearman"))),
+     ">= 0.9"),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),
