@@ -256,7 +256,7 @@ def speed(model, repeats: int) -> dict[str, float]:
     frames = torch.randint(
         0, 256, (b, c.context_frames, c.image_size, c.image_size, 3), dtype=torch.uint8, generator=g
     )
-    states = torch.zeros(b, c.context_frames, c.state_dim)
+    states = torch.zeros(b, c.context_frames, c.full_state_dim)
     actions = torch.rand(b, h, c.action_dim, generator=g) * 2 - 1
     ctx = model.init_context(frames, states)
     with FlopCounterMode(display=False) as fc:
@@ -278,7 +278,7 @@ def sampler_speedup(model, repeats: int) -> dict[str, Any]:
     frames = torch.randint(
         0, 256, (b, c.context_frames, c.image_size, c.image_size, 3), dtype=torch.uint8, generator=g
     )
-    ctx = model.init_context(frames, torch.zeros(b, c.context_frames, c.state_dim))
+    ctx = model.init_context(frames, torch.zeros(b, c.context_frames, c.full_state_dim))
     actions = torch.zeros(b, c.chunk_size, c.action_dim)
     impl0 = getattr(c, "sampler_impl", None)
     if impl0 is None:

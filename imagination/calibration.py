@@ -245,16 +245,18 @@ def paired_episodes(
         obs_r, info_r = real.reset(seed=seeds)
         instr = env_instructions(real, info_r)
         first_image, first_state = obs_r["image"][:, None], obs_r["state"][:, None]
+        env_state_fn = getattr(real.unwrapped, "environment_state", None)
+        first_env = None if env_state_fn is None else np.asarray(env_state_fn(), np.float32)[:, None]
         passes = [("real", real, obs_r, info_r)]
         if gated_pass:
             imag = ImaginedVectorEnv(
                 world_model, keyframes, success_model=success_model, exec_reward=exec_reward, config=icfg
             )
-            passes.append(("imagined", imag, *imag.reset_to(first_image, first_state, instr, [task] * n)))
+            passes.append(("imagined", imag, *imag.reset_to(first_image, first_state, instr, [task] * n, first_env)))
         if imagined:
             sweep_cfg = dataclasses.replace(icfg, success_threshold=0.999, gate="off")
             sweep = ImaginedVectorEnv(world_model, keyframes, success_model=success_model, config=sweep_cfg)
-            passes.append(("sweep", sweep, *sweep.reset_to(first_image, first_state, instr, [task] * n)))
+            passes.append(("sweep", sweep, *sweep.reset_to(first_image, first_state, instr, [task] * n, first_env)))
         e0 = ti * n  # this task's first episode index
         for name, env, obs, info in passes:
             alive, succ, gate = np.ones(n, bool), np.zeros(n, bool), np.ones(n, bool)

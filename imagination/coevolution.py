@@ -42,7 +42,8 @@ def record_rollouts(
         chunk_fn: called on the sub-batch of sub-envs whose chunk ran out.
         chunk_size: K actions executed per call before re-planning.
     Returns:
-        ``(wmrl.data.Trajectories, stats)`` with ``stats = {"episodes", "success_rate", "env_steps"}``
+        ``(wmrl.data.Trajectories, stats)`` (with ``env_states`` when the env has
+        ``environment_state()``, as the built-in suite does) with ``stats = {"episodes", "success_rate", "env_steps"}``
         (``env_steps`` counts every step taken, including those of episodes left unfinished).
     """
     from wmrl.data import Trajectories
@@ -56,6 +57,7 @@ def record_rollouts(
     bufs: list[dict[str, list]] = [{} for _ in range(n)]
     episodes: list[dict[str, Any]] = []
     steps = 0
+    env_state_fn = getattr(env.unwrapped, "environment_state", None)
     while len(episodes) < num_episodes:
         need = qpos >= chunk_size
         if need.any():
@@ -73,6 +75,7 @@ def record_rollouts(
             list(info["instruction"]),
             list(info.get("task_id", getattr(env.unwrapped, "task_ids", [""] * n))),
         )
+        es = env_state_fn() if env_state_fn is not None else None  # before the action, as obs
         nobs, r, te, tr, info = env.step(a)
         steps += n
         for i in range(n):
@@ -86,6 +89,8 @@ def record_rollouts(
                 ("done", bool(te[i] or tr[i])),
             ):
                 b.setdefault(key, []).append(val)
+            if es is not None:
+                b.setdefault("env_state", []).append(es[i])
             b["instruction"], b["task_id"] = instr[i], tasks[i]
             if te[i] or tr[i]:
                 if len(episodes) < num_episodes:
@@ -107,6 +112,11 @@ def record_rollouts(
         instructions=[e["instruction"] for e in episodes for _ in e["image"]],
         task_ids=[e["task_id"] for e in episodes for _ in e["image"]],
         fps=fps,
+        env_states=(
+            np.stack([s for e in episodes for s in e["env_state"]]).astype(np.float32)
+            if env_state_fn is not None
+            else None
+        ),
     )
     stats = {
         "episodes": float(len(episodes)),
@@ -217,7 +227,10 @@ def imagined_replays(world_model: Any, traj: Any) -> Any | None:
     (one more step under the last action), so a success model trained on replays sees imagined
     successes, not only imagined failures next to crisp real successes (which would teach it
     that "blurry" means "failed"). None when no episode is longer than the context."""
+    from worldmodels.modeling_common import model_states
+
     T = int(world_model.config.context_frames)
+    states = model_states(traj, world_model.config)
     images = np.array(traj.images, copy=True)
     term = traj.terminal
     term_images = None if term is None else np.array(term.images, copy=True)
@@ -228,7 +241,7 @@ def imagined_replays(world_model: Any, traj: Any) -> Any | None:
             continue
         end = t if term_images is not None else t - 1  # the last action leads to the terminal frame
         out = world_model.rollout(
-            traj.images[s : s + T][None], traj.states[s : s + T][None], traj.actions[s + T - 1 : end][None]
+            traj.images[s : s + T][None], states[s : s + T][None], traj.actions[s + T - 1 : end][None]
         )
         frames = out.frames[0].cpu().numpy()
         images[s + T : t] = frames[:h]
@@ -268,6 +281,9 @@ def imagined_random_failures(world_model: Any, traj: Any, episodes: int, seed: i
     rng = np.random.default_rng(seed)
     pick = np.sort(rng.choice(long_eps, size=min(int(episodes), len(long_eps)), replace=False))
     sub = traj.select_episodes(pick)
+    from worldmodels.modeling_common import model_states
+
+    sub_states = model_states(sub, world_model.config)
     images = np.array(sub.images, copy=True)
     actions = np.zeros_like(np.asarray(sub.actions, np.float32))
     dims = world_model.action_dim_mask().cpu().numpy().astype(bool)
@@ -281,7 +297,7 @@ def imagined_random_failures(world_model: Any, traj: Any, episodes: int, seed: i
         steps = n if term_images is not None else n - 1  # action i leads to frame i+1
         out = world_model.rollout(
             np.repeat(sub.images[s : s + 1], T, 0)[None],
-            np.repeat(np.asarray(sub.states[s : s + 1], np.float32), T, 0)[None],
+            np.repeat(sub_states[s : s + 1], T, 0)[None],
             a[:steps][None],
         )
         frames = out.frames[0].cpu().numpy()

@@ -11,7 +11,9 @@
 * Reset fills the world-model context with the real frames ending at a keyframe
   (:mod:`imagination.keyframes`); equal per-env seeds give equal keyframes (GRPO groups).
 * Success probability per imagined frame comes from the success reward model, the world
-  model's success head, or the lower of the two (``success_source``); crossing
+  model's success head, the lower of the two, or (``state``) the task's own success test applied
+  to the world model's predicted environment state (a world model with ``env_state_dim > 0``:
+  predicted object poses, the episode's goal from its keyframe; 1 or 0) (``success_source``); crossing
   ``success_threshold`` terminates. ``info["success_prob"]`` (N,) is the last executed frame's,
   ``info["chunk_success_prob"]`` (N, K) every executed frame's (NaN after a success).
   Reward ``"success"`` (1 at success), ``"relative"`` (``p_t - p_{t-1}`` summed over the chunk)
@@ -39,7 +41,7 @@ from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from wmrl.errors import ConfigError, DatasetError, WmrlError
 from wmrl.runs import check_finite
 
-SUCCESS_SOURCES = ("success_model", "world_model", "min")
+SUCCESS_SOURCES = ("success_model", "world_model", "min", "state")
 
 
 @dataclass
@@ -57,7 +59,11 @@ class ImaginedEnvConfig:
         ``benchmarks.wm_policy_ranking`` chooses it with the threshold on paired episodes.
     success_source: where an imagined frame's success probability comes from: ``success_model``
         (the success reward model; the world model's head when the env has none), ``world_model``
-        (the world model's success head), or ``min`` (the lower of the two: a success needs both).
+        (the world model's success head), ``min`` (the lower of the two: a success needs both), or
+        ``state``: the task's own success test (``envs.tabletop.environment_state``) on the world
+        model's predicted environment state (needs a world model with ``env_state_dim > 0``, keyframes
+        with ``env_states``, and built-in tasks); the probability is 1 or 0, so the confidence
+        gate passes every step and only executability gates.
     gate: ``mask`` | ``terminate`` | ``off``.
     exec_threshold: minimum executability score of a reliable step.
     confidence_threshold: minimum reward confidence of a reliable step.
@@ -148,7 +154,13 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.config = cfg
         self.wm, self.success_model, self.exec_reward = world_model, success_model, exec_reward
         wc = world_model.config
-        size, d = int(world_model.image_size), int(world_model.state_dim)
+        self.env_dim = int(getattr(wc, "env_state_dim", 0) or 0)
+        size, d = int(world_model.image_size), int(world_model.state_dim) - self.env_dim
+        if cfg.success_source == "state" and not self.env_dim:
+            raise ConfigError(
+                "success_source='state' needs a world model that predicts the environment state "
+                "(world_model.env_state_dim > 0)"
+            )
         if keyframes.image_size != size:
             raise DatasetError(
                 f"keyframes have {keyframes.image_size}x{keyframes.image_size} frames; "
@@ -163,6 +175,12 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
                 f"success model image_size={success_model.config.image_size} differs from the world model's {size}"
             )
         self.sampler = KeyframeSampler(keyframes, int(wc.context_frames), cfg.keyframes, task_ids)
+        # the world model's states of every keyframe row (proprio + environment state)
+        self._kf_states = None
+        if self.env_dim:
+            from worldmodels.modeling_common import model_states
+
+            self._kf_states = model_states(keyframes, wc)
         k_wm = int(wc.chunk_size)
         self.chunk_size = int(cfg.chunk_size or k_wm)
         if self.chunk_size % k_wm:
@@ -202,6 +220,10 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self._prev_done = np.zeros(n, bool)
         self._image = np.zeros((n, size, size, 3), np.uint8)
         self._state = np.zeros((n, d_obs), np.float32)
+        # the full environment state of each sub-env's episode (its keyframe's, the first
+        # env_state_dim dims then replaced by the world model's predictions)
+        e_full = 0 if keyframes.env_states is None or not self.env_dim else keyframes.env_states.shape[1]
+        self._env_state = np.zeros((n, e_full), np.float32)
         self._ctx = None
         self.imagined_steps = 0  # world-model steps taken (single actions)
 
@@ -215,14 +237,16 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
             if seeds[i] is not None:
                 self._rngs[i] = np.random.default_rng(int(seeds[i]))
             row = self.sampler.sample(self._rngs[i])
-            f, s = self.sampler.context(row)
+            f, s = self.sampler.context(row, self._kf_states)
             frames.append(f)
             states.append(s)
             self.keyframe_rows[i] = row
             self.instructions[i] = self.sampler.traj.instructions[row]
             self.task_ids[i] = self.sampler.traj.task_ids[row]
             self._image[i] = f[-1]
-            self._state[i] = s[-1]
+            self._state[i] = s[-1, : self._state.shape[1]]
+            if self.env_dim:
+                self._env_state[i] = self.sampler.traj.env_states[row]
         instr = [self.instructions[i] for i in idx] if self.wm.config.instruction_dim else None
         ctx = self.wm.init_context(np.stack(frames), np.stack(states).astype(np.float32), instr)
         if self._ctx is None or len(idx) == self.num_envs:
@@ -242,7 +266,8 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self._min_conf[idx] = np.inf
         self._prev_done[idx] = False
         self._prev_p[idx] = self._success_prob(
-            self._image[idx][:, None], [self.instructions[i] for i in idx]
+            self._image[idx][:, None], [self.instructions[i] for i in idx], idx=idx,
+            states=self._state[idx][:, None], env_states=self._env_state[idx][:, None],
         )[0][:, 0]
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
@@ -267,17 +292,39 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self._reset_rows(mask, seeds)
         return self._obs(), self._info(np.zeros(n, bool))
 
-    def reset_to(self, frames: np.ndarray, states: np.ndarray, instructions: list[str], task_ids: list[str]):
+    def reset_to(
+        self,
+        frames: np.ndarray,
+        states: np.ndarray,
+        instructions: list[str],
+        task_ids: list[str],
+        env_states: np.ndarray | None = None,
+    ):
         """Start every sub-env from given real frames instead of keyframes (e.g. the first frame of
         a real episode, to pair imagined and real rollouts of the same start).
 
         Args:
-            frames: uint8 ``(N, T', H, W, 3)``; states: float32 ``(N, T', D)``; the last ``T`` are used
-                (fewer are left-padded by repeating the first).
+            frames: uint8 ``(N, T', H, W, 3)``; states: float32 ``(N, T', D)`` proprio states; the
+                last ``T`` are used (fewer are left-padded by repeating the first).
+            env_states: float32 ``(N, T', S)`` the real environment states (``environment_state()``
+                of the built-in suite); needed when the world model predicts them.
         Returns: ``(obs, info)`` like :meth:`reset`.
         """
         n, T = self.num_envs, int(self.wm.config.context_frames)
         frames, states = np.asarray(frames), np.asarray(states, np.float32)
+        if self.env_dim:
+            if env_states is None:
+                raise WmrlError(
+                    f"reset_to needs env_states: the world model predicts {self.env_dim} environment-state dims"
+                )
+            env_states = np.asarray(env_states, np.float32)
+            if env_states.shape[:2] != states.shape[:2] or env_states.shape[2] < self.env_dim:
+                raise WmrlError(
+                    f"reset_to env_states have shape {env_states.shape}; expected ({n}, {states.shape[1]}, "
+                    f">= {self.env_dim})"
+                )
+            self._env_state = env_states[:, -1].copy()
+            states = np.concatenate([states, env_states[..., : self.env_dim]], axis=2)
         if frames.ndim != 5 or frames.shape[0] != n or frames.shape[2:] != self._image.shape[1:]:
             raise WmrlError(
                 f"reset_to frames have shape {frames.shape}; expected ({n}, T, {self._image.shape[1]}, "
@@ -295,20 +342,41 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.instructions, self.task_ids = list(instructions), list(task_ids)
         instr = self.instructions if self.wm.config.instruction_dim else None
         self._ctx = self.wm.init_context(frames, states, instr)
-        self._image[:], self._state[:] = frames[:, -1], states[:, -1]
+        self._image[:], self._state[:] = frames[:, -1], states[:, -1, : self._state.shape[1]]
         self.keyframe_rows[:] = -1
         self._t[:] = 0
         self._run[:] = 0
         self._min_conf[:] = np.inf
         self._prev_done[:] = False
-        self._prev_p[:] = self._success_prob(self._image[:, None], self.instructions)[0][:, 0]
+        self._prev_p[:] = self._success_prob(
+            self._image[:, None], self.instructions, idx=np.arange(n),
+            states=self._state[:, None], env_states=self._env_state[:, None],
+        )[0][:, 0]
         return self._obs(), self._info(np.zeros(n, bool))
 
     # ------------------------------------------------------------------ step
-    def _success_prob(self, frames: np.ndarray, instructions: list[str], wm_prob: np.ndarray | None = None):
-        """frames uint8 (B, K, H, W, 3) -> (prob (B, K), confidence (B, K)) in [0, 1]."""
+    def _success_prob(
+        self,
+        frames: np.ndarray,
+        instructions: list[str],
+        wm_prob: np.ndarray | None = None,
+        idx: np.ndarray | None = None,
+        states: np.ndarray | None = None,
+        env_states: np.ndarray | None = None,
+    ):
+        """frames uint8 (B, K, H, W, 3) -> (prob (B, K), confidence (B, K)) in [0, 1]. ``idx``
+        (B,) sub-envs, ``states`` (B, K, D) proprio and ``env_states`` (B, K, E) full environment
+        states of the frames: what ``success_source="state"`` judges."""
         b, k = frames.shape[:2]
         src = self.config.success_source
+        if src == "state":
+            from envs.tabletop.environment_state import success_from_environment_state
+
+            tasks = [self.task_ids[i] for i in idx for _ in range(k)]
+            ok = success_from_environment_state(
+                tasks, states.reshape(b * k, -1), env_states.reshape(b * k, -1)
+            )
+            return ok.reshape(b, k).astype(np.float32), np.ones((b, k), np.float32)
         use_model = self.success_model is not None and src != "world_model"
         if src == "world_model" and wm_prob is None:
             # a reset frame has no world-model prediction yet: nothing imagined has succeeded
@@ -356,7 +424,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         success_prob = self._prev_p.copy()
         chunk_success_prob = np.full((n, k), np.nan, np.float32)
         if len(act):
-            frames, probs, confs, wm_rew, states = self._imagine(act, a[act])
+            frames, probs, confs, wm_rew, states, env_states = self._imagine(act, a[act])
             b = len(act)
             # first success within the chunk terminates; later frames are not executed. A success
             # is the frame where the probability has stayed >= threshold success_persistence frames.
@@ -419,6 +487,8 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
                 trunc[act] |= ~term[act] & ~gate_ok[act]
             self._image[act] = frames[rows, last]
             self._state[act] = states[rows, last]
+            if self.env_dim:
+                self._env_state[act] = env_states[rows, last]
             self._prev_p[act] = probs[rows, last]
             self._run[act] = run[rows, last]
         info = self._info(success)
@@ -449,7 +519,8 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
     @torch.no_grad()
     def _imagine(self, idx: np.ndarray, actions: np.ndarray):
         """World-model steps of sub-envs ``idx`` over one env chunk. Returns frames uint8
-        (b, K, H, W, 3), success probs / confidences (b, K), world-model rewards (b, K), states (b, K, D)."""
+        (b, K, H, W, 3), success probs / confidences (b, K), world-model rewards (b, K), proprio
+        states (b, K, D) and full environment states (b, K, E) (E = 0 without them)."""
         k_wm = int(self.wm.config.chunk_size)
         full = len(idx) == self.num_envs
         ctx = self._ctx if full else self._ctx.index_select(torch.as_tensor(idx))
@@ -467,12 +538,18 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.imagined_steps += len(idx) * self.chunk_size
         frames = np.concatenate(fr, 1)
         wm_prob = np.concatenate(wp, 1)
-        probs, confs = self._success_prob(frames, [self.instructions[i] for i in idx], wm_prob)
         states = np.concatenate(st, 1)
         if states.shape[-1] == 0:  # a world model without state: keep the keyframe's state
             states = np.repeat(self._state[idx][:, None], frames.shape[1], 1)
         check_finite("imagined states", states)
-        return frames, probs, confs, np.concatenate(wr, 1), states
+        env_states = np.repeat(self._env_state[idx][:, None], frames.shape[1], 1)
+        if self.env_dim:
+            env_states[..., : self.env_dim] = states[..., -self.env_dim :]
+            states = states[..., : -self.env_dim]
+        probs, confs = self._success_prob(
+            frames, [self.instructions[i] for i in idx], wm_prob, idx=idx, states=states, env_states=env_states
+        )
+        return frames, probs, confs, np.concatenate(wr, 1), states, env_states
 
     def _exec_scores(self, idx: np.ndarray, frames: np.ndarray, actions: np.ndarray) -> np.ndarray | None:
         """Per-step executability (b, K) of the imagined transitions, or None without a model."""

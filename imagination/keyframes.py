@@ -129,8 +129,9 @@ class KeyframeSampler:
         _, rows, _ = eps[int(rng.integers(len(eps)))]
         return int(rows[int(rng.integers(len(rows)))])
 
-    def context(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """Real context ending at ``row``: frames uint8 ``(T, H, W, 3)``, states float32 ``(T, D)``;
+    def context(self, row: int, states: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Real context ending at ``row``: frames uint8 ``(T, H, W, 3)``, states float32 ``(T, D)``
+        (rows of ``states`` when given, an (N, D') array aligned with ``traj``, else ``traj.states``);
         rows before the episode start repeat its first frame."""
         idx = np.clip(np.arange(row - self.T + 1, row + 1), self._row_start[row], None)
-        return self.traj.images[idx], self.traj.states[idx]
+        return self.traj.images[idx], (self.traj.states if states is None else states)[idx]

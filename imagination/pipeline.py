@@ -230,7 +230,22 @@ class RunConfig:
                                   f"{', '.join(other)}, which renders its own frames")
         # typed sub-configs are built (and checked) here so a bad key fails before any work
         self.rl_config()
-        self.imagination_config()
+        icfg = self.imagination_config()
+        env_dim = self.world_model.get("env_state_dim", 0)
+        if isinstance(env_dim, bool) or not isinstance(env_dim, int) or env_dim < 0:
+            raise ConfigError(f"world_model.env_state_dim={env_dim!r}; expected an integer >= 0")
+        if icfg.success_source == "state" and not env_dim:
+            raise ConfigError(
+                "imagination.success_source=state judges imagined success on the world model's predicted "
+                "environment state: set world_model.env_state_dim (9: the built-in cubes' xyz)"
+            )
+        if env_dim:
+            import envs
+
+            other = sorted({envs.task_spec(t).backend for t in envs.resolve_tasks(self.suite)} - {"mujoco"})
+            if other:
+                raise ConfigError(f"world_model.env_state_dim={env_dim} is for the built-in suite; suite="
+                                  f"{self.suite!r} runs on {', '.join(other)}, whose demos record no environment state")
         self.coevolution_config()
 
     def rl_config(self):
@@ -830,6 +845,8 @@ def _save_traj(path: Path, traj: Any) -> None:
             "frame_index",
         )
     }
+    if traj.env_states is not None:
+        arrays["env_states"] = traj.env_states
     arrays["instructions"] = np.array(traj.instructions)
     arrays["task_ids"] = np.array(traj.task_ids)
     arrays["fps"] = np.array(traj.fps)
@@ -853,6 +870,7 @@ def _load_traj(path: Path) -> Any:
         instructions=[str(s) for s in z["instructions"]],
         task_ids=[str(s) for s in z["task_ids"]],
         fps=int(z["fps"]),
+        env_states=z["env_states"] if "env_states" in z.files else None,
     )
 
 

@@ -121,6 +121,9 @@ def real_vs_imagined_videos(pipe: Any, count: int, horizon: int = 32) -> list[st
     wm, _, _ = pipe.load_models(rounds)
     traj = pipe.trajectories()
     T = int(wm.config.context_frames)
+    from worldmodels.modeling_common import model_states
+
+    states = model_states(traj, wm.config)
     rng = np.random.default_rng(pipe.cfg.seed)
     bounds = np.asarray(traj.episode_bounds)
     long = [b for b in bounds if b[1] - b[0] >= T + 8]
@@ -130,7 +133,7 @@ def real_vs_imagined_videos(pipe: Any, count: int, horizon: int = 32) -> list[st
         h = int(min(horizon, e - s - T))
         ctx = slice(s, s + T)
         out = wm.rollout(
-            traj.images[ctx][None], traj.states[ctx][None], traj.actions[s + T - 1 : s + T - 1 + h][None]
+            traj.images[ctx][None], states[ctx][None], traj.actions[s + T - 1 : s + T - 1 + h][None]
         )
         real = traj.images[s + T : s + T + h]
         imag = out.frames[0].cpu().numpy()

@@ -254,3 +254,23 @@ def test_collect_records_supersample_and_shadows_and_refuses_them_for_other_back
     collect(str(lit), "PushCube-v0", 1, [0.0], num_envs=1, seed=0, shadows=True, progress=False)
     assert [m["shadows"] for m in read_episode_meta(lit).values()] == [True]
     assert [m["shadows"] for m in meta.values()] == [False, False]
+
+
+def test_collect_records_the_environment_state_beside_each_observation(dataset):
+    """``observation.environment_state`` (cube xyz, goal xy, target / goal index) is recorded for the
+    state the frame shows: an episode's first row is its reset layout, the targets are constant, and
+    a cube moves only while the episode runs."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from envs.tabletop.environment_state import ENV_STATE_DIM
+
+    t = load_trajectories(dataset)
+    assert t.env_states is not None and t.env_states.shape == (t.num_frames, ENV_STATE_DIM)
+    for s, e in t.episode_bounds:
+        ep = t.env_states[s:e]
+        np.testing.assert_array_equal(ep[:, 11:], np.repeat(ep[:1, 11:], e - s, 0))  # target / goal fixed
+        np.testing.assert_allclose(ep[0, 2:9:3], 0.025, atol=2e-3)  # every cube rests on the table at reset
+    moved = [np.abs(t.env_states[e - 1, :9] - t.env_states[s, :9]).max() for s, e in t.episode_bounds]
+    assert max(moved) > 0.02  # the experts moved cubes
+    item = LeRobotDataset("local/demo", root=dataset)[3]
+    np.testing.assert_allclose(item["observation.environment_state"].numpy(), t.env_states[3], atol=1e-6)

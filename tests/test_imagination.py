@@ -794,3 +794,94 @@ def test_run_render_options_reach_every_real_env(tmp_path):
         load_run_config([*base, "render.shadows=yes"], "run_quick")
     with pytest.raises(ConfigError, match="is for the built-in suite"):
         load_run_config(["suite=PickCube-v1", "render.shadows=true"], "run_quick")
+
+
+def test_environment_state_success_matches_the_simulator_and_every_task():
+    """The task's own success test on (state, environment state) reproduces the simulator's success
+    flag on every step of every built-in task (scripted experts succeed often)."""
+    import envs
+    from envs.tabletop.environment_state import ENV_STATE_DIM, success_from_environment_state
+
+    tasks = envs.resolve_tasks("builtin") * 2
+    env = envs.make_vec(tasks, len(tasks), image_size=SIZE, autoreset_mode="next_step", seed=0)
+    expert = envs.make_expert(env, noise=0.0, seed=0)
+    env.reset(seed=0)
+    pending, hits, checked = np.zeros(len(tasks), bool), 0, 0
+    for _ in range(130):
+        obs, _, te, tr, info = env.step(expert.act())
+        es = env.unwrapped.environment_state()
+        assert es.shape == (len(tasks), ENV_STATE_DIM) and es.dtype == np.float32
+        got = success_from_environment_state(env.unwrapped.task_ids, obs["state"], es)
+        live = ~pending  # sub-envs that did not just restart
+        np.testing.assert_array_equal(got[live], info["success"][live])
+        hits += int(info["success"][live].sum())
+        checked += int(live.sum())
+        pending = te | tr
+    env.close()
+    assert hits >= len(tasks) and checked > 1000  # successes of every kind were compared
+    with pytest.raises(WmrlError, match="no state-based success test"):
+        success_from_environment_state(["PickCube-v1"], np.zeros((1, 8)), np.zeros((1, ENV_STATE_DIM)))
+
+
+def test_world_model_predicts_the_environment_state_and_imagination_judges_success_on_it(data, wm):
+    """A world model with env_state_dim=9 reads and predicts the cubes' poses; success_source=state
+    judges imagined frames by the task's rule on them; inputs without environment states are refused."""
+    from dataclasses import replace
+
+    from worldmodels import make_world_model
+    from worldmodels.modeling_common import model_states
+
+    assert data.env_states is not None and data.env_states.shape == (data.num_frames, 13)
+    torch.manual_seed(0)
+    m = make_world_model("deterministic", image_size=SIZE, context_frames=2, chunk_size=2,
+                         block_out_channels=[16, 32], head_hidden=32, autocast_bf16=False, env_state_dim=9)
+    assert m.state_dim == 17 and m.env_state_dim == 9
+    full = model_states(data, m.config)
+    np.testing.assert_array_equal(full[:, 8:], data.env_states[:, :9])
+    m.fit_stats(full, data.actions, data.rewards)
+    # before training the head predicts "no change" of the cube poses (a residual from the context)
+    ctx = m.init_context(data.images[None, :2], full[None, :2])
+    out = m.step(ctx, np.zeros((1, 2, 7), np.float32))
+    assert out.states.shape == (1, 2, 17)
+    losses = m.finetune(data, 40, batch_size=8, lr=2e-3)
+    assert np.mean(losses[-8:]) < np.mean(losses[:8])
+    m.eval()
+
+    env = ImaginedVectorEnv(m, data, num_envs=4, horizon=3, success_source="state")
+    obs, _ = env.reset(seed=0)
+    assert obs["state"].shape == (4, 8)  # the policy still sees the proprio state only
+    row = env.keyframe_rows[0]
+    np.testing.assert_array_equal(env._env_state[0], data.env_states[row])
+    obs, _, term, _, info = env.step(np.zeros((4, env.chunk_size, 7), np.float32))
+    p = info["chunk_success_prob"]
+    assert obs["state"].shape == (4, 8) and set(np.unique(p[~np.isnan(p)])) <= {0.0, 1.0}
+    assert np.isfinite(env._env_state).all()
+    np.testing.assert_array_equal(env._env_state[:, 9:], data.env_states[env.keyframe_rows][:, 9:])  # goal kept
+    frames, states = data.images[None, :2].repeat(4, 0), data.states[None, :2].repeat(4, 0)
+    with pytest.raises(WmrlError, match="needs env_states"):
+        env.reset_to(frames, states, [""] * 4, ["PushCube-v0"] * 4)
+    env.reset_to(frames, states, [""] * 4, ["PushCube-v0"] * 4, env_states=data.env_states[None, :2].repeat(4, 0))
+    # refused: state success without a state-predicting world model, and keyframes without env states
+    with pytest.raises(ConfigError, match="success_source='state' needs"):
+        ImaginedVectorEnv(wm, data, num_envs=2, success_source="state")
+    with pytest.raises(DatasetError, match="observation.environment_state"):
+        ImaginedVectorEnv(m, replace(data, env_states=None), num_envs=2)
+    # co-evolution data keeps the environment state through select / concat
+    from wmrl.data import Trajectories
+
+    both = Trajectories.concat([data, data.select_episodes([0, 1])])
+    assert both.env_states.shape == (both.num_frames, 13)
+
+
+def test_run_config_checks_state_success_settings():
+    """`imagination.success_source=state` needs `world_model.env_state_dim`; that is for the built-in suite."""
+    from imagination.pipeline import load_run_config
+
+    with pytest.raises(ConfigError, match="set world_model.env_state_dim"):
+        load_run_config(["imagination.success_source=state"], "run_quick")
+    with pytest.raises(ConfigError, match="env_state_dim=9 is for the built-in suite"):
+        load_run_config(["suite=PickCube-v1", "world_model.env_state_dim=9"], "run_quick")
+    with pytest.raises(ConfigError, match="env_state_dim=-1"):
+        load_run_config(["world_model.env_state_dim=-1"], "run_quick")
+    cfg = load_run_config(["world_model.env_state_dim=9", "imagination.success_source=state"], "run_quick")
+    assert cfg.world_model["env_state_dim"] == 9

@@ -53,6 +53,8 @@ def collect(
         **({"supersample": supersample} if supersample != 1 else {}),
         **({"shadows": True} if shadows else {}),
     )
+    # the built-in suite's privileged state is recorded too (observation.environment_state)
+    env_state_fn = getattr(env.unwrapped, "environment_state", None)
     rec = DatasetRecorder(
         out,
         fps=20,
@@ -61,6 +63,7 @@ def collect(
         wrist=wrist,
         append=append,
         overwrite=overwrite,
+        env_state_dim=0 if env_state_fn is None else int(np.asarray(env_state_fn()).shape[1]),
     )
     t0 = time.perf_counter()
     per = np.diff(np.linspace(0, episodes, len(noise) + 1).round().astype(int))

@@ -3,7 +3,9 @@
 Features per frame (frame t's observation is before action t; ``next.*`` come after it):
 ``observation.image`` (H,W,3) image, optional ``observation.wrist_image``, ``observation.state``
 (D,), ``action`` (7,), ``next.reward`` (1,), ``next.success`` (1,), ``next.done`` (1,), and the
-instruction as the frame's ``task``. A sidecar ``meta/wmrl_episodes.jsonl`` records each
+instruction as the frame's ``task``; optionally ``observation.environment_state`` (E,), the
+simulator's privileged state (the built-in suite: :mod:`envs.tabletop.environment_state`), which no
+policy observes but a world model may learn to predict. A sidecar ``meta/wmrl_episodes.jsonl`` records each
 episode's env task id, seed and expert noise. A second sidecar ``meta/wmrl_terminal.npz``
 holds each episode's terminal observation (the one after its last action, which the frame table
 never stores: frame t is the observation before action t), e.g. the frame that shows success.
@@ -28,13 +30,17 @@ from wmrl.errors import DatasetError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 FORMAT_VERSION = 1
+ENV_STATE_KEY = "observation.environment_state"
 REQUIRED_FEATURES = ("observation.image", "observation.state", "action", "next.reward", "next.success")
 SIDECAR = "meta/wmrl_episodes.jsonl"
 TERMINAL_SIDECAR = "meta/wmrl_terminal.npz"
 
 
-def dataset_features(image_size: int, state_dim: int, wrist: bool, action_dim: int = 7) -> dict[str, dict]:
-    """lerobot feature spec of a wmrl trajectory dataset."""
+def dataset_features(
+    image_size: int, state_dim: int, wrist: bool, action_dim: int = 7, env_state_dim: int = 0
+) -> dict[str, dict]:
+    """lerobot feature spec of a wmrl trajectory dataset (``env_state_dim`` > 0 adds
+    ``observation.environment_state``)."""
     img = {"dtype": "image", "shape": (image_size, image_size, 3), "names": ["height", "width", "channels"]}
     feats: dict[str, dict] = {"observation.image": img}
     if wrist:
@@ -48,6 +54,8 @@ def dataset_features(image_size: int, state_dim: int, wrist: bool, action_dim: i
             "next.done": {"dtype": "bool", "shape": (1,), "names": None},
         }
     )
+    if env_state_dim:
+        feats[ENV_STATE_KEY] = {"dtype": "float32", "shape": (env_state_dim,), "names": None}
     return feats
 
 
@@ -110,6 +118,8 @@ class Trajectories:
         episode_weights: float32 (E,) sampling weights (co-evolution up-weights failures).
         terminal: each episode's terminal observation (:class:`TerminalObs`, E rows) or None
             (datasets recorded without the ``meta/wmrl_terminal.npz`` sidecar, e.g. community ones).
+        env_states: float32 (N, S) privileged environment state before each action, or None
+            (datasets recorded without ``observation.environment_state``).
     """
 
     images: np.ndarray
@@ -126,9 +136,12 @@ class Trajectories:
     fps: int = 20
     episode_weights: np.ndarray | None = field(default=None)
     terminal: TerminalObs | None = field(default=None)
+    env_states: np.ndarray | None = field(default=None)
 
     def __post_init__(self) -> None:
         n = len(self.images)
+        if self.env_states is not None and (self.env_states.ndim != 2 or len(self.env_states) != n):
+            raise DatasetError(f"Trajectories.env_states has shape {self.env_states.shape}; expected ({n}, S)")
         for name in ("states", "actions", "rewards", "successes", "dones", "episode_index", "frame_index"):
             if len(getattr(self, name)) != n:
                 raise DatasetError(f"Trajectories.{name} has {len(getattr(self, name))} rows; expected {n}")
@@ -211,6 +224,7 @@ class Trajectories:
             fps=self.fps,
             episode_weights=self.episode_weights[episodes],
             terminal=None if self.terminal is None else self.terminal.select(episodes),
+            env_states=None if self.env_states is None else self.env_states[rows],
         )
 
     def split_episodes(self, frac_test: float, seed: int = 0) -> tuple[Trajectories, Trajectories]:
@@ -255,6 +269,9 @@ class Trajectories:
                 states=np.concatenate([p.terminal.states for p in parts]),
                 successes=np.concatenate([p.terminal.successes for p in parts]),
             )
+        env = [p.env_states for p in parts]
+        if any(e is None for e in env) or len({e.shape[1] for e in env}) > 1:
+            env = None  # kept only when every part has it (with one size)
         return Trajectories(
             images=np.concatenate([p.images for p in parts]),
             wrist_images=wrist,
@@ -270,6 +287,7 @@ class Trajectories:
             fps=ref.fps,
             episode_weights=np.concatenate([p.episode_weights for p in parts]),
             terminal=terminal,
+            env_states=None if env is None else np.concatenate(env).astype(np.float32),
         )
 
     def with_weights(self, weights: np.ndarray) -> Trajectories:
@@ -394,6 +412,7 @@ def load_trajectories(
         task_ids=env_task,
         fps=int(info.get("fps", 20)),
         terminal=_read_terminal(root, np.unique(episode_index)),
+        env_states=col(ENV_STATE_KEY, np.float32),
     )
 
 
@@ -460,6 +479,8 @@ class DatasetRecorder:
         fps: control rate.
         image_size, state_dim, wrist: feature shapes.
         append, overwrite: see ``root``.
+        env_state_dim: size of ``observation.environment_state`` (0: not recorded); ``record``
+            then reads it from ``env.unwrapped.environment_state()`` before every action.
     """
 
     def __init__(
@@ -471,6 +492,7 @@ class DatasetRecorder:
         wrist: bool = False,
         append: bool = False,
         overwrite: bool = False,
+        env_state_dim: int = 0,
     ):
         import datasets
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -487,7 +509,7 @@ class DatasetRecorder:
             raise DatasetError(
                 f"dataset {str(self.root)!r} already exists; pass --append to add episodes or --overwrite to replace it"
             )
-        features = dataset_features(image_size, state_dim, wrist)
+        features = dataset_features(image_size, state_dim, wrist, env_state_dim=env_state_dim)
         if exists and append:
             self.ds = LeRobotDataset(_repo_id(self.root), root=self.root)
             have = {k: tuple(v["shape"]) for k, v in self.ds.features.items() if k in features}
@@ -507,6 +529,7 @@ class DatasetRecorder:
             )
             self._next_episode = 0
         self.wrist = wrist
+        self.env_state_dim = int(env_state_dim)
         self._sidecar_rows: list[dict[str, Any]] = []
         self._terminal_rows: list[dict[str, Any]] = []
 
@@ -519,7 +542,7 @@ class DatasetRecorder:
     ) -> int:
         """Append one episode. ``steps`` holds arrays over T steps: ``image`` (T,H,W,3), optional
         ``wrist_image``, ``state`` (T,D), ``action`` (T,7), ``reward`` (T,), ``success`` (T,),
-        ``done`` (T,). ``terminal``: the observation after the last action (``image`` (H,W,3),
+        ``done`` (T,), and ``env_state`` (T,S) when the recorder has ``env_state_dim``. ``terminal``: the observation after the last action (``image`` (H,W,3),
         optional ``wrist_image``, ``state`` (D,)), written to the terminal sidecar at finalize.
         Returns the episode index."""
         t_len = len(steps["action"])
@@ -535,6 +558,8 @@ class DatasetRecorder:
             }
             if self.wrist:
                 frame["observation.wrist_image"] = steps["wrist_image"][t]
+            if self.env_state_dim:
+                frame[ENV_STATE_KEY] = np.asarray(steps["env_state"][t], np.float32)
             self.ds.add_frame(frame)
         with warnings.catch_warnings():  # lerobot warns per episode that bool features become uint8 histograms
             warnings.filterwarnings("ignore", "Converting input from bool", RuntimeWarning)
@@ -577,14 +602,18 @@ class DatasetRecorder:
         bufs: list[dict[str, list]] = [_empty_buf() for _ in range(n)]
         instr = list(env.unwrapped.instructions)
         tasks = list(env.unwrapped.task_ids)
+        env_state = self._env_state_fn(env)
         written: list[int] = []
         bar = tqdm(total=num_episodes, desc="collect", unit="ep", disable=not progress)
         while len(written) < num_episodes:
             actions = act(obs, info)
+            es = env_state() if env_state is not None else None  # the state obs shows (before the action)
             nobs, r, te, tr, info = env.step(actions)
             for i in range(n):
                 b = bufs[i]
                 b["image"].append(obs["image"][i])
+                if es is not None:
+                    b["env_state"].append(es[i])
                 if self.wrist:
                     b["wrist_image"].append(obs["wrist_image"][i])
                 b["state"].append(obs["state"][i])
@@ -610,6 +639,20 @@ class DatasetRecorder:
             obs = nobs
         bar.close()
         return written
+
+    def _env_state_fn(self, env) -> Callable[[], np.ndarray] | None:
+        """The env's ``environment_state`` method when this recorder records one (checked: size)."""
+        if not self.env_state_dim:
+            return None
+        fn = getattr(env.unwrapped, "environment_state", None)
+        if fn is None:
+            raise DatasetError(
+                f"env {type(env.unwrapped).__name__} has no environment_state(); record with env_state_dim=0"
+            )
+        got = np.asarray(fn()).shape
+        if got != (env.num_envs, self.env_state_dim):
+            raise DatasetError(f"environment_state() has shape {got}; expected ({env.num_envs}, {self.env_state_dim})")
+        return fn
 
     def finalize(self) -> Path:
         """Close the dataset files, write the sidecar, and swap a new dataset in under its final name."""
@@ -664,7 +707,7 @@ class DatasetRecorder:
 
 
 def _empty_buf() -> dict[str, list]:
-    return {k: [] for k in ("image", "wrist_image", "state", "action", "reward", "success", "done")}
+    return {k: [] for k in ("image", "wrist_image", "state", "env_state", "action", "reward", "success", "done")}
 
 
 def _repo_id(root: Path) -> str:

@@ -17,6 +17,18 @@ class WorldModelConfig:
         chunk_size: K, number of actions consumed and frames predicted per model call.
         action_dim: A, action size (7 for the wmrl env contract).
         state_dim: D, proprio state size (8 for the built-in suite); 0 disables state input/output.
+        env_state_dim: S, how many leading dims of a dataset's ``observation.environment_state``
+            the model also reads and predicts (the built-in suite: 9, the three cubes' xyz; see
+            :mod:`envs.tabletop.environment_state`), as the last S of its ``state_dim`` dims, so an
+            imagined episode carries the objects' poses and can be judged by the task's own success
+            test (``imagination.success_source=state``). The head predicts them as a change from
+            the last context state. The model's state is then ``D + S`` dims
+            (:attr:`full_state_dim`): contexts take, and steps return, the proprio state followed
+            by these S dims. 0: off.
+        env_state_loss_scale: the environment-state dims' loss is the squared error in units of
+            this (metres for the built-in cubes: 0.01 = centimetres), not in units of the data's
+            spread: a cube parked out of view spreads the positions over a metre, and an error of a
+            few centimetres (the built-in success tests allow 1-3.5 cm) would cost almost nothing.
         instruction_dim: E, size of an optional instruction embedding (0: no instruction input).
         patch_size: space-to-depth factor p: the UNet runs at (H/p, W/p) on 3p^2 channels per frame.
         block_out_channels: UNet channels per resolution level (diffusers ``UNet2DModel``).
@@ -62,6 +74,8 @@ class WorldModelConfig:
     chunk_size: int = 4
     action_dim: int = 7
     state_dim: int = 8
+    env_state_dim: int = 0
+    env_state_loss_scale: float = 0.01
     instruction_dim: int = 0
     patch_size: int = 2
     block_out_channels: tuple[int, ...] = (32, 64, 128)
@@ -99,10 +113,14 @@ class WorldModelConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"{name}={v!r} must be an integer >= 1")
-        for name in ("state_dim", "instruction_dim"):
+        for name in ("state_dim", "env_state_dim", "instruction_dim"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"{name}={v!r} must be an integer >= 0")
+        if not isinstance(self.env_state_loss_scale, (int, float)) or not self.env_state_loss_scale > 0:
+            raise ConfigError(f"env_state_loss_scale={self.env_state_loss_scale!r} must be a number > 0")
+        if self.env_state_dim and not self.state_dim:
+            raise ConfigError(f"env_state_dim={self.env_state_dim} needs state_dim > 0 (the proprio state)")
         if not self.block_out_channels or min(self.block_out_channels) < 1:
             raise ConfigError(f"block_out_channels={self.block_out_channels!r} must be positive integers")
         bad = [c for c in self.block_out_channels if c % self.norm_num_groups]
@@ -144,3 +162,8 @@ class WorldModelConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"{name}={v!r} must be a number >= 0")
+
+    @property
+    def full_state_dim(self) -> int:
+        """Size of the state the model reads and predicts: proprio ``state_dim`` + ``env_state_dim``."""
+        return self.state_dim + self.env_state_dim

@@ -211,7 +211,7 @@ class OutcomeHead(nn.Module):
 
     def __init__(self, cfg: WorldModelConfig, mid_channels: int, temb_dim: int):
         super().__init__()
-        self.k, self.d = cfg.chunk_size, cfg.state_dim
+        self.k, self.d = cfg.chunk_size, cfg.full_state_dim
         self.reduce = nn.Conv2d(mid_channels, 16, 1)
         self.pool = 8
         self.mlp = nn.Sequential(
@@ -307,8 +307,8 @@ class WorldModel(nn.Module):
             )
         self.config = config
         c = config
-        self.register_buffer("state_mean", torch.zeros(max(c.state_dim, 1)))
-        self.register_buffer("state_std", torch.ones(max(c.state_dim, 1)))
+        self.register_buffer("state_mean", torch.zeros(max(c.full_state_dim, 1)))
+        self.register_buffer("state_std", torch.ones(max(c.full_state_dim, 1)))
         self.register_buffer("action_mean", torch.zeros(c.action_dim))
         self.register_buffer("action_std", torch.ones(c.action_dim))
         self.register_buffer("reward_scale", torch.ones(()))
@@ -333,7 +333,13 @@ class WorldModel(nn.Module):
 
     @property
     def state_dim(self) -> int:
-        return self.config.state_dim
+        """Size of the states contexts take and steps return (proprio + ``env_state_dim``)."""
+        return self.config.full_state_dim
+
+    @property
+    def env_state_dim(self) -> int:
+        """How many trailing state dims are privileged environment state (0: none)."""
+        return self.config.env_state_dim
 
     @property
     def device(self) -> torch.device:
@@ -342,7 +348,7 @@ class WorldModel(nn.Module):
     def cond_size(self, extra: int) -> int:
         """Raw conditioning size: K actions, T states, context-noise features, instruction, ``extra``."""
         c = self.config
-        return c.chunk_size * c.action_dim + c.context_frames * c.state_dim + 16 + c.instruction_dim + extra
+        return c.chunk_size * c.action_dim + c.context_frames * c.full_state_dim + 16 + c.instruction_dim + extra
 
     @property
     def uses_bf16(self) -> bool:
@@ -357,9 +363,10 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ normalisation
     def fit_stats(self, states: np.ndarray, actions: np.ndarray, rewards: np.ndarray | None = None) -> None:
-        """Set normalisation statistics from data. states: (N, D), actions: (N, A), rewards: (N,)."""
+        """Set normalisation statistics from data. states: (N, D) (D = :attr:`state_dim`, see
+        :func:`model_states`), actions: (N, A), rewards: (N,)."""
         c = self.config
-        if c.state_dim:
+        if c.full_state_dim:
             self.state_mean.copy_(torch.as_tensor(states.mean(0), dtype=torch.float32))
             self.state_std.copy_(torch.as_tensor(states.std(0), dtype=torch.float32).clamp_min(1e-3))
         self.action_mean.copy_(torch.as_tensor(actions.mean(0), dtype=torch.float32))
@@ -369,14 +376,22 @@ class WorldModel(nn.Module):
         self.stats_fitted.fill_(True)
 
     def norm_states(self, s: Tensor) -> Tensor:
-        if not self.config.state_dim:
+        if not self.config.full_state_dim:
             return s.float()
         return (s.float() - self.state_mean) / self.state_std
 
     def denorm_states(self, s: Tensor) -> Tensor:
-        if not self.config.state_dim:
+        if not self.config.full_state_dim:
             return s.float()
         return s.float() * self.state_std + self.state_mean
+
+    def absolute_states(self, states_p: Tensor, ctx_states_n: Tensor) -> Tensor:
+        """Head output (B, K, D) -> normalised states: the environment-state dims are predicted as a
+        change from the last context state (objects mostly keep their pose), the others directly."""
+        s = self.config.env_state_dim
+        if not s:
+            return states_p
+        return torch.cat([states_p[..., :-s], states_p[..., -s:] + ctx_states_n[:, -1:, -s:].float()], dim=-1)
 
     def norm_actions(self, a: Tensor) -> Tensor:
         """Normalised actions ``(..., A)``. Dims that never varied in the training data (their std
@@ -445,7 +460,7 @@ class WorldModel(nn.Module):
         """Start a batched rollout. frames: uint8 (B, T, H, W, 3); states: float32 (B, T, D)."""
         f = self._check_frames(frames)
         b, t = f.shape[:2]
-        d = self.config.state_dim
+        d = self.config.full_state_dim
         if d:
             if states is None:
                 raise WorldModelInputError(f"states is None; expected float32 ({b}, {t}, {d})")
@@ -470,6 +485,7 @@ class WorldModel(nn.Module):
             instr = self.encode_instructions(instructions, b)
             ctx = WMContext(ctx.frames, ctx.states, instr)
         frames, states_n, rew, succ_logit = self._predict(ctx, self.norm_actions(a))
+        states_n = self.absolute_states(states_n, ctx.states)
         frames = quantize(frames)
         new_frames = torch.cat([ctx.frames, frames], dim=1)[:, -c.context_frames :]
         new_states = torch.cat([ctx.states, states_n.float()], dim=1)[:, -c.context_frames :]
@@ -567,6 +583,7 @@ class WorldModel(nn.Module):
                     sub.get("instruction"),
                 )
                 frames, states_n, _, _ = self._predict(ctx, self.norm_actions(sub["actions"][:, :k]))
+                states_n = self.absolute_states(states_n, ctx.states)
                 imag = torch.cat([ctx.frames, quantize(frames)], dim=1)[:, -t:]
                 imag_s = torch.cat([ctx.states, states_n.float()], dim=1)[:, -t:]
             out["frames"][use, :t] = to_uint8(imag)
@@ -619,9 +636,16 @@ class WorldModel(nn.Module):
         t = c.context_frames
         logs = {}
         total = torch.zeros((), device=states_p.device)
-        if c.state_dim:
+        if c.full_state_dim:
             s_tgt = self.norm_states(batch["states"][:, t : t + k])
-            ls = (((states_p - s_tgt) ** 2).mean(dim=(1, 2)) * w).mean()
+            states_p = self.absolute_states(states_p, self.norm_states(batch["states"][:, :t]))
+            err = (states_p - s_tgt) ** 2
+            e = c.env_state_dim
+            if e:  # environment dims: squared error in env_state_loss_scale units (e.g. centimetres)
+                scale = (self.state_std[-e:] / c.env_state_loss_scale) ** 2
+                err = torch.cat([err[..., :-e], err[..., -e:] * scale], dim=-1)
+                logs["loss_env_state"] = float(err[..., -e:].mean().detach())
+            ls = (err.mean(dim=(1, 2)) * w).mean()
             total = total + c.state_loss_weight * ls
             logs["loss_state"] = float(ls.detach())
         lr_ = (((rew_p - batch["rewards"] / self.reward_scale) ** 2).mean(1) * w).mean()
@@ -722,6 +746,25 @@ class WorldModel(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------- data
+def model_states(traj: Any, cfg: WorldModelConfig) -> np.ndarray:
+    """The states a world model reads and predicts for every row of ``traj``: float32 (N,
+    ``cfg.full_state_dim``) = the proprio ``states`` followed by the first ``cfg.env_state_dim``
+    dims of ``env_states`` (raises :class:`DatasetError` when the dataset has too few)."""
+    states = np.asarray(traj.states, np.float32)
+    s = cfg.env_state_dim
+    if not s:
+        return states
+    env = getattr(traj, "env_states", None)
+    if env is None:
+        raise DatasetError(
+            f"world model env_state_dim={s} needs the dataset's observation.environment_state, which it "
+            "lacks (re-collect it with `wmrl collect`; the built-in suite records it)"
+        )
+    if env.shape[1] < s:
+        raise DatasetError(f"dataset environment states have {env.shape[1]} dims; env_state_dim={s} needs >= {s}")
+    return np.concatenate([states, np.asarray(env[:, :s], np.float32)], axis=1)
+
+
 class WindowSampler:
     """Random training windows from a ``wmrl.data.Trajectories``.
 
@@ -766,6 +809,7 @@ class WindowSampler:
             raise DatasetError(
                 f"dataset states have {traj.states.shape[1]} dims; expected state_dim={cfg.state_dim}"
             )
+        states = model_states(traj, cfg)
         t, k = cfg.context_frames, cfg.chunk_size
         # window = frames s-1 .. s+T+K-1; index s-1 is used only for the action "before" (unused).
         if cfg.self_forcing_prob > 0:
@@ -788,7 +832,7 @@ class WindowSampler:
         self.padded_windows = int((self.starts < self.floor).sum())
         self.t, self.k = t, k
         self.images = torch.from_numpy(np.ascontiguousarray(traj.images))
-        self.states = torch.from_numpy(np.asarray(traj.states, np.float32))
+        self.states = torch.from_numpy(states)
         self.actions = torch.from_numpy(np.asarray(traj.actions, np.float32))
         self.rewards = torch.from_numpy(np.asarray(traj.rewards, np.float32))
         self.successes = torch.from_numpy(np.asarray(traj.successes, bool))

@@ -25,6 +25,7 @@ import torch
 
 from wmrl.ema import WeightEMA
 from wmrl.errors import CheckpointError, ConfigError, DatasetError, WmrlError
+from worldmodels.modeling_common import model_states
 
 
 @dataclass
@@ -227,7 +228,7 @@ def train_world_model(
         else:
             model = get_family(family)(mcfg)
             model.fit_stats(
-                np.asarray(train_traj.states), np.asarray(train_traj.actions), np.asarray(train_traj.rewards)
+                model_states(train_traj, mcfg), np.asarray(train_traj.actions), np.asarray(train_traj.rewards)
             )
         opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
 
@@ -328,17 +329,24 @@ def _videos_and_test_psnr(model, test_traj, run, tc: TrainLoopConfig, step: int)
     pick = np.sort(rng.choice(starts, size=min(tc.videos, len(starts)), replace=False))
     idx = pick[:, None] + np.arange(t + h)[None]
     frames = torch.from_numpy(test_traj.images[idx])
-    states = torch.from_numpy(np.asarray(test_traj.states, np.float32)[idx[:, :t]])
+    all_states = model_states(test_traj, model.config)
+    states = torch.from_numpy(all_states[idx[:, :t]])
     actions = torch.from_numpy(np.asarray(test_traj.actions, np.float32)[idx[:, t - 1 : t + h - 1]])
     out = model.rollout(frames[:, :t], states, actions)
     real = frames[:, t:].float()
     mse = ((out.frames.float() - real) ** 2).mean(dim=(0, 2, 3, 4)).clamp_min(1e-10)
     psnr = (10 * torch.log10(255.0**2 / mse)).tolist()
+    extra: dict[str, float] = {}
+    s = model.config.env_state_dim
+    if s:  # open-loop error of the predicted environment state (metres for the built-in cubes)
+        err = (out.states[..., -s:].float().cpu().numpy() - all_states[idx[:, t:]][..., -s:])
+        extra = {"test_env_state_mae_h1": float(np.abs(err[:, 0]).mean()),
+                 f"test_env_state_mae_h{h}": float(np.abs(err[:, -1]).mean())}
     for i in range(len(pick)):
         vid = side_by_side(frames[i].numpy(), np.concatenate([frames[i, :t].numpy(), out.frames[i].numpy()]))
         name = f"step_{step:06d}_rollout_{i:02d}_real_vs_imagined.mp4"
         write_video(run.videos / name, vid, fps=int(getattr(test_traj, "fps", 10)))
-    return {"test_psnr_h1": psnr[0], f"test_psnr_h{h}": psnr[-1]}
+    return {"test_psnr_h1": psnr[0], f"test_psnr_h{h}": psnr[-1], **extra}
 
 
 def main(argv: list[str]) -> int:

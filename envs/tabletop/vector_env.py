@@ -17,6 +17,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envs.base import ACTION_DIM, check_actions, check_image_size, reset_mask_from_options
+from envs.tabletop.environment_state import pack_environment_state
 from envs.tabletop.render import BatchRenderer, check_supersample
 from envs.tabletop.scene import (
     CONTROL_SUBSTEPS,
@@ -330,6 +331,12 @@ class TabletopVectorEnv(VectorEnv):
             "family": np.array([t.family for t in self.tasks]),
             "steps": self._steps.copy(),
         }
+
+    def environment_state(self) -> np.ndarray:
+        """float32 (N, 13) privileged environment state (cube xyz, goal xy, target and goal
+        indices; :mod:`envs.tabletop.environment_state`), recorded beside the observations."""
+        cube_pos = self._cube_pos()
+        return pack_environment_state(cube_pos, self._goal_xy(cube_pos), self._target, self._goal)
 
     def project_to_pixels(self, points: np.ndarray, camera: str = "agentview") -> np.ndarray:
         """Project world points (..., 3) to pixel coordinates (..., 2) = (col, row) of the
