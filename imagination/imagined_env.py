@@ -154,7 +154,7 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self.config = cfg
         self.wm, self.success_model, self.exec_reward = world_model, success_model, exec_reward
         wc = world_model.config
-        self.env_dim = int(getattr(wc, "env_state_dim", 0) or 0)
+        self.env_dim = int(getattr(world_model, "env_state_dim", 0))
         size, d = int(world_model.image_size), int(world_model.state_dim) - self.env_dim
         if cfg.success_source == "state" and not self.env_dim:
             raise ConfigError(

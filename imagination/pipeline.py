@@ -222,9 +222,7 @@ class RunConfig:
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"num_threads={self.num_threads} must be >= 1 or null")
         if not self.render.is_default:
-            import envs
-
-            other = sorted({envs.task_spec(t).backend for t in envs.resolve_tasks(self.suite)} - {"mujoco"})
+            other = self.other_backends()
             if other:
                 raise ConfigError(f"render={self.render} is for the built-in suite; suite={self.suite!r} runs on "
                                   f"{', '.join(other)}, which renders its own frames")
@@ -240,13 +238,17 @@ class RunConfig:
                 "environment state: set world_model.env_state_dim (9: the built-in cubes' xyz)"
             )
         if env_dim:
-            import envs
-
-            other = sorted({envs.task_spec(t).backend for t in envs.resolve_tasks(self.suite)} - {"mujoco"})
+            other = self.other_backends()
             if other:
                 raise ConfigError(f"world_model.env_state_dim={env_dim} is for the built-in suite; suite="
                                   f"{self.suite!r} runs on {', '.join(other)}, whose demos record no environment state")
         self.coevolution_config()
+
+    def other_backends(self) -> list[str]:
+        """The suite's backends other than the built-in one (``mujoco``), sorted."""
+        import envs
+
+        return sorted({envs.task_spec(t).backend for t in envs.resolve_tasks(self.suite)} - {"mujoco"})
 
     def rl_config(self):
         from imagination.grpo import GRPOConfig
