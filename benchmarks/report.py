@@ -53,6 +53,17 @@ def _variant(d: dict, name: str) -> str:
     return f"{_fmt(v['sft_success'])} -> {_fmt(v['rl_success'])} ({v['seeds_lifted']}/{len(v['lift_per_seed'])})"
 
 
+def _drift(d: dict) -> str:
+    """wm_state_drift: closed-loop target-cube error at chunks 1 / 4 / 8 / final (cm), the resting
+    cubes' imagined creep (cm), and state-rule success real / imagined."""
+    o = d["overall"]
+    cm = [_get(o, f"target_error_closed_loop.{c}") for c in ("chunk_1", "chunk_4", "chunk_8", "final")]
+    creep = o.get("resting_cube_creep_imagined")
+    return (" / ".join(_fmt(None if v is None else 100 * v) for v in cm)
+            + f" cm; resting creep {_fmt(None if creep is None else 100 * creep)} cm; success real "
+            f"{_fmt(o['success_real'])} / imagined {_fmt(o['success_imagined'])}")
+
+
 def _best_sweep(d: dict) -> str:
     """The threshold sweep's best Spearman and its threshold, e.g. "0.802 at 0.8"."""
     sweep = [(v["spearman"], t) for t, v in (d.get("threshold_sweep") or {}).items() if v.get("spearman") is not None]
@@ -182,6 +193,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),
+    ("wm_state_drift_ungated.json", "predicted cube poses vs the simulator's, SFT policy closed loop from resets, "
+     "env_state_dim=9: target error at chunk 1 / 4 / 8 / end", lambda d: _drift(d), ""),
+    ("wm_state_drift_gate.json", "same, contact gate (env_state_contact_radius=0.06)", lambda d: _drift(d), ""),
+    ("wm_state_drift.json", "same, contact gate and residual_states=true (the tcp predicted as a change)",
+     lambda d: _drift(d), ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",

@@ -562,6 +562,15 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         return score
 
     # ------------------------------------------------------------------ helpers
+    def environment_state(self) -> np.ndarray:
+        """float32 (N, E): each sub-env's environment state after its last step, in the layout of
+        the real env's ``environment_state()`` (``envs.tabletop.environment_state``): the world
+        model's predicted dims, then the episode constants taken from its start. Needs a world
+        model with ``env_state_dim > 0``."""
+        if not self.env_dim:
+            raise ConfigError("environment_state() needs a world model with env_state_dim > 0")
+        return self._env_state.copy()
+
     def _obs(self) -> dict[str, np.ndarray]:
         return {"image": self._image.copy(), "state": self._state.copy()}
 

@@ -851,12 +851,12 @@ def test_world_model_predicts_the_environment_state_and_imagination_judges_succe
     obs, _ = env.reset(seed=0)
     assert obs["state"].shape == (4, 8)  # the policy still sees the proprio state only
     row = env.keyframe_rows[0]
-    np.testing.assert_array_equal(env._env_state[0], data.env_states[row])
+    np.testing.assert_array_equal(env.environment_state()[0], data.env_states[row])
     obs, _, term, _, info = env.step(np.zeros((4, env.chunk_size, 7), np.float32))
     p = info["chunk_success_prob"]
     assert obs["state"].shape == (4, 8) and set(np.unique(p[~np.isnan(p)])) <= {0.0, 1.0}
-    assert np.isfinite(env._env_state).all()
-    np.testing.assert_array_equal(env._env_state[:, 9:], data.env_states[env.keyframe_rows][:, 9:])  # goal kept
+    assert np.isfinite(env.environment_state()).all()
+    np.testing.assert_array_equal(env.environment_state()[:, 9:], data.env_states[env.keyframe_rows][:, 9:])
     frames, states = data.images[None, :2].repeat(4, 0), data.states[None, :2].repeat(4, 0)
     with pytest.raises(WmrlError, match="needs env_states"):
         env.reset_to(frames, states, [""] * 4, ["PushCube-v0"] * 4)
@@ -866,11 +866,62 @@ def test_world_model_predicts_the_environment_state_and_imagination_judges_succe
         ImaginedVectorEnv(wm, data, num_envs=2, success_source="state")
     with pytest.raises(DatasetError, match="observation.environment_state"):
         ImaginedVectorEnv(m, replace(data, env_states=None), num_envs=2)
+    with pytest.raises(ConfigError, match="environment_state\\(\\) needs"):
+        ImaginedVectorEnv(wm, data, num_envs=2).environment_state()
     # co-evolution data keeps the environment state through select / concat
     from wmrl.data import Trajectories
 
     both = Trajectories.concat([data, data.select_episodes([0, 1])])
     assert both.env_states.shape == (both.num_frames, 13)
+
+
+def test_contact_gate_keeps_far_cubes_still_and_misses_little_real_motion(data, tmp_path):
+    """env_state_contact_radius: a cube's predicted change survives only near the tcp or while the
+    cube already moves. On real episodes (true futures as the prediction) the gate closes on many
+    cube-windows yet drops under 2% of the cubes' real displacement; far, still cubes stay put."""
+    from worldmodels import make_world_model
+    from worldmodels.modeling_common import model_states
+
+    with pytest.raises(ConfigError, match="env_state_contact_radius=0.06 needs env_state_dim > 0"):
+        make_world_model("deterministic", env_state_contact_radius=0.06)
+    with pytest.raises(ConfigError, match="env_state_momentum=-1"):
+        make_world_model("deterministic", env_state_dim=9, env_state_momentum=-1)
+    m = make_world_model("deterministic", image_size=SIZE, context_frames=2, chunk_size=2, block_out_channels=[16, 32],
+                         head_hidden=32, autocast_bf16=False, env_state_dim=9, env_state_contact_radius=0.06)
+    full = model_states(data, m.config)
+    m.fit_stats(full, data.actions, data.rewards)
+    t, k = 2, 2
+    ep = data.episode_index
+    starts = [i for i in range(len(ep) - t - k + 1) if ep[i] == ep[i + t + k - 1]]
+    win = torch.as_tensor(np.stack([full[i : i + t + k] for i in starts]))
+    ctx, fut = m.norm_states(win[:, :t]), m.norm_states(win[:, t:])
+    gate = m.contact_gate(fut, ctx).numpy().astype(bool)  # (W, 3)
+    cubes = win[..., 8:].reshape(len(starts), t + k, 3, 3).numpy()
+    disp = np.linalg.norm(cubes[:, -1] - cubes[:, t - 1], axis=-1)
+    on_table = np.abs(cubes[:, t - 1, :, :2]).max(-1) < 1.0
+    assert disp[on_table].sum() > 0.1  # the expert moved the cube
+    assert disp[on_table & ~gate].sum() < 0.02 * disp[on_table].sum()
+    assert (~gate[on_table]).mean() > 0.2
+    # a head that predicts change everywhere: only the gated cubes move
+    noisy = fut + torch.randn_like(fut)
+    noisy[..., :8] = fut[..., :8]
+    out = m.absolute_states(noisy, ctx)
+    still = torch.as_tensor(~gate).repeat_interleave(3, dim=-1)[:, None].expand(-1, k, -1)
+    np.testing.assert_allclose(out[..., 8:][still].numpy(), ctx[:, -1:, 8:].expand(-1, k, -1)[still].numpy())
+    assert not torch.allclose(out[..., 8:][~still], ctx[:, -1:, 8:].expand(-1, k, -1)[~still])
+    # residual_states: the proprio dims too are a change from the last context state (the gate
+    # then reads the absolute tcp), and the setting survives save / load
+    from worldmodels import load_world_model
+
+    r = make_world_model("deterministic", image_size=SIZE, context_frames=2, chunk_size=2, block_out_channels=[16, 32],
+                         head_hidden=32, autocast_bf16=False, env_state_dim=9, env_state_contact_radius=0.06,
+                         residual_states=True)
+    r.fit_stats(full, data.actions, data.rewards)
+    delta = noisy.clone()
+    delta[..., :8] = fut[..., :8] - ctx[:, -1:, :8]
+    np.testing.assert_allclose(r.absolute_states(delta, ctx).numpy(), out.numpy(), atol=1e-5)
+    r.save_pretrained(tmp_path / "wm")
+    assert load_world_model(tmp_path / "wm").config.residual_states is True
 
 
 def test_run_config_checks_state_success_settings():

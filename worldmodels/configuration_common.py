@@ -29,6 +29,19 @@ class WorldModelConfig:
             this (metres for the built-in cubes: 0.01 = centimetres), not in units of the data's
             spread: a cube parked out of view spreads the positions over a metre, and an error of a
             few centimetres (the built-in success tests allow 1-3.5 cm) would cost almost nothing.
+        env_state_contact_radius: a contact gate on the environment-state dims (metres; 0: off).
+            They are read as objects' xyz triples and the first three proprio dims as the tcp xyz
+            (the built-in layout). An object's predicted change over a chunk is kept only when the
+            tcp comes within this distance of it (at any context or predicted step of the chunk)
+            or the object was already moving (:attr:`env_state_momentum`); otherwise the object
+            stays where it was. A learned head alone lets far-away cubes creep a few millimetres
+            per step, which compounds over an imagined episode into poses tens of centimetres off.
+        residual_states: the head predicts the proprio state dims too as a change from the last
+            context state (the environment-state dims always are). Off: it predicts them directly,
+            which a short-trained head pulls toward the data's mean (the tcp then sits centimetres
+            from where the actions took it, and a policy in imagination reads a wrong state).
+        env_state_momentum: an object that moved more than this (metres) between the last two
+            context states keeps its gate open (sliding or falling after a contact ends).
         instruction_dim: E, size of an optional instruction embedding (0: no instruction input).
         patch_size: space-to-depth factor p: the UNet runs at (H/p, W/p) on 3p^2 channels per frame.
         block_out_channels: UNet channels per resolution level (diffusers ``UNet2DModel``).
@@ -76,6 +89,9 @@ class WorldModelConfig:
     state_dim: int = 8
     env_state_dim: int = 0
     env_state_loss_scale: float = 0.01
+    env_state_contact_radius: float = 0.0
+    env_state_momentum: float = 0.004
+    residual_states: bool = False
     instruction_dim: int = 0
     patch_size: int = 2
     block_out_channels: tuple[int, ...] = (32, 64, 128)
@@ -119,6 +135,15 @@ class WorldModelConfig:
                 raise ConfigError(f"{name}={v!r} must be an integer >= 0")
         if not isinstance(self.env_state_loss_scale, (int, float)) or not self.env_state_loss_scale > 0:
             raise ConfigError(f"env_state_loss_scale={self.env_state_loss_scale!r} must be a number > 0")
+        for name in ("env_state_contact_radius", "env_state_momentum"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ConfigError(f"{name}={v!r} must be a number >= 0 (metres)")
+        if self.env_state_contact_radius and (not self.env_state_dim or self.env_state_dim % 3 or self.state_dim < 3):
+            raise ConfigError(
+                f"env_state_contact_radius={self.env_state_contact_radius} needs env_state_dim > 0 and a multiple "
+                f"of 3 (object xyz triples; got {self.env_state_dim}) and state_dim >= 3 (tcp xyz; got {self.state_dim})"
+            )
         if self.env_state_dim and not self.state_dim:
             raise ConfigError(f"env_state_dim={self.env_state_dim} needs state_dim > 0 (the proprio state)")
         if not self.block_out_channels or min(self.block_out_channels) < 1:

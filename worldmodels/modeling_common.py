@@ -387,11 +387,42 @@ class WorldModel(nn.Module):
 
     def absolute_states(self, states_p: Tensor, ctx_states_n: Tensor) -> Tensor:
         """Head output (B, K, D) -> normalised states: the environment-state dims are predicted as a
-        change from the last context state (objects mostly keep their pose), the others directly."""
-        s = self.config.env_state_dim
-        if not s:
+        change from the last context state (objects mostly keep their pose; with a contact gate,
+        only near the tcp), the proprio dims directly or, with ``residual_states``, as a change too."""
+        c = self.config
+        s = c.env_state_dim
+        if not s and not c.residual_states:
             return states_p
-        return torch.cat([states_p[..., :-s], states_p[..., -s:] + ctx_states_n[:, -1:, -s:].float()], dim=-1)
+        states_p, ctx_states_n = states_p.float(), ctx_states_n.float()
+        last = ctx_states_n[:, -1:]
+        proprio = states_p[..., : c.state_dim]
+        if c.residual_states:
+            proprio = proprio + last[..., : c.state_dim]
+        if not s:
+            return proprio
+        delta = states_p[..., -s:]
+        if c.env_state_contact_radius > 0:
+            # the gate reads the absolute predicted tcp
+            gate = self.contact_gate(torch.cat([proprio, delta], dim=-1), ctx_states_n)
+            delta = delta * gate.repeat_interleave(3, dim=-1)[:, None]
+        return torch.cat([proprio, delta + last[..., -s:]], dim=-1)
+
+    def contact_gate(self, states_p: Tensor, ctx_states_n: Tensor) -> Tensor:
+        """float (B, S/3): 1 for the objects whose pose may change over this chunk (see
+        ``WorldModelConfig.env_state_contact_radius``), 0 for those that stay put.
+        states_p (B, K, D) normalised predicted states (the absolute tcp at dims 0-2), ctx_states_n
+        (B, T, D)."""
+        c = self.config
+        s = c.env_state_dim
+        mean, std = self.state_mean, self.state_std
+        tcp = torch.cat([ctx_states_n[..., :3], states_p[..., :3]], dim=1) * std[:3] + mean[:3]  # (B, T+K, 3)
+        objs = ctx_states_n[..., -s:] * std[-s:] + mean[-s:]  # (B, T, S)
+        last = objs[:, -1].unflatten(-1, (s // 3, 3))  # (B, O, 3)
+        near = (tcp[:, :, None] - last[:, None]).norm(dim=-1).amin(dim=1) < c.env_state_contact_radius
+        if objs.shape[1] > 1:
+            moving = (objs[:, -1] - objs[:, -2]).unflatten(-1, (s // 3, 3)).norm(dim=-1) > c.env_state_momentum
+            near = near | moving
+        return near.float()
 
     def norm_actions(self, a: Tensor) -> Tensor:
         """Normalised actions ``(..., A)``. Dims that never varied in the training data (their std

@@ -317,8 +317,14 @@ def _loss_plot(run) -> None:
     plt.close(fig)
 
 
+TEST_WINDOWS = 32  # held-out windows behind the test PSNR / state errors (videos: the first ``tc.videos``)
+
+
 def _videos_and_test_psnr(model, test_traj, run, tc: TrainLoopConfig, step: int) -> dict[str, float]:
-    """Open-loop rollouts on held-out windows; writes real | imagined mp4s; returns test PSNR."""
+    """Open-loop rollouts on up to :data:`TEST_WINDOWS` held-out windows: test PSNR and (models with
+    a state) the mean absolute error of the proprio dims (``test_proprio_mae_h*``, the data's units)
+    and of the environment-state dims (``test_env_state_mae_h*``, metres for the built-in cubes) one
+    and ``video_horizon`` steps ahead; writes the first ``tc.videos`` as real | imagined mp4s."""
     from wmrl.video import side_by_side, write_video
 
     t, h = model.context_frames, tc.video_horizon
@@ -326,7 +332,7 @@ def _videos_and_test_psnr(model, test_traj, run, tc: TrainLoopConfig, step: int)
     if len(starts) == 0:
         return {}
     rng = np.random.default_rng(tc.seed)
-    pick = np.sort(rng.choice(starts, size=min(tc.videos, len(starts)), replace=False))
+    pick = np.sort(rng.choice(starts, size=min(max(TEST_WINDOWS, tc.videos), len(starts)), replace=False))
     idx = pick[:, None] + np.arange(t + h)[None]
     frames = torch.from_numpy(test_traj.images[idx])
     all_states = model_states(test_traj, model.config)
@@ -337,11 +343,14 @@ def _videos_and_test_psnr(model, test_traj, run, tc: TrainLoopConfig, step: int)
     mse = ((out.frames.float() - real) ** 2).mean(dim=(0, 2, 3, 4)).clamp_min(1e-10)
     psnr = (10 * torch.log10(255.0**2 / mse)).tolist()
     extra: dict[str, float] = {}
-    s = model.config.env_state_dim
-    if s:  # open-loop error of the predicted environment state (metres for the built-in cubes)
-        err = (out.states[..., -s:].float().cpu().numpy() - all_states[idx[:, t:]][..., -s:])
-        extra = {"test_env_state_mae_h1": float(np.abs(err[:, 0]).mean()),
-                 f"test_env_state_mae_h{h}": float(np.abs(err[:, -1]).mean())}
+    s, d = model.config.env_state_dim, model.config.state_dim
+    if d:  # open-loop state errors
+        err = np.abs(out.states.float().cpu().numpy() - all_states[idx[:, t:]])
+        extra = {"test_proprio_mae_h1": float(err[:, 0, :d].mean()), f"test_proprio_mae_h{h}": float(err[:, -1, :d].mean())}
+        if s:
+            extra.update({"test_env_state_mae_h1": float(err[:, 0, d:].mean()),
+                          f"test_env_state_mae_h{h}": float(err[:, -1, d:].mean())})
+    pick = pick[: tc.videos]
     for i in range(len(pick)):
         vid = side_by_side(frames[i].numpy(), np.concatenate([frames[i, :t].numpy(), out.frames[i].numpy()]))
         name = f"step_{step:06d}_rollout_{i:02d}_real_vs_imagined.mp4"
