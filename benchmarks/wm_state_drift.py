@@ -120,18 +120,22 @@ def drift_episodes(
     pred = roll.states.float().cpu().numpy()[..., -e:]  # (E, H*K, e)
     open_env[:, 1:, :e] = pred[:, k - 1 :: k]
     open_env[:, 1:, e:] = env0[:, None, e:]
-    for c in range(horizon_chunks):  # only while the real episode ran
-        open_env[real_chunks < c + 1, c + 1] = np.nan
-        closed_env[real_chunks < c + 1, c + 1] = np.nan
+    ended = np.arange(1, horizon_chunks + 1)[None] > real_chunks[:, None]  # (E, C): after the real episode
+    open_env[:, 1:][ended] = np.nan
+    closed_env[:, 1:][ended] = np.nan
     return {"real_env": real_env, "closed_env": closed_env, "open_env": open_env,
             "real_success": real_success, "imagined_success": imagined_success, "real_chunks": real_chunks}
 
 
+def _target_index(env: np.ndarray) -> np.ndarray:
+    """(E, C, 13) -> int (E,) each episode's target cube."""
+    return np.clip(np.rint(env[:, 0, 11]), 0, 2).astype(np.int64)
+
+
 def _target_xyz(env: np.ndarray) -> np.ndarray:
     """(E, C, 13) -> (E, C, 3) the target cube's xyz."""
-    idx = np.clip(np.rint(env[:, 0, 11]), 0, 2).astype(np.int64)
     cubes = env[..., :9].reshape(*env.shape[:2], 3, 3)
-    return cubes[np.arange(len(env)), :, idx]
+    return cubes[np.arange(len(env)), :, _target_index(env)]
 
 
 def _last_valid(x: np.ndarray) -> np.ndarray:
@@ -157,8 +161,7 @@ def summarize(ep: dict[str, np.ndarray]) -> dict[str, Any]:
         out[f"target_travel_{name}"] = _nanmedian(np.nansum(step, axis=1))
         cubes = env[..., :9].reshape(*env.shape[:2], 3, 3)
         moved = np.linalg.norm(_last_valid(cubes) - cubes[:, 0], axis=-1)  # (E, 3)
-        target = np.clip(np.rint(env[:, 0, 11]), 0, 2).astype(np.int64)
-        resting = (np.abs(cubes[:, 0, :, :2]).max(-1) < 1.0) & (np.arange(3)[None] != target[:, None])
+        resting = (np.abs(cubes[:, 0, :, :2]).max(-1) < 1.0) & (np.arange(3)[None] != _target_index(env)[:, None])
         out[f"resting_cube_creep_{name}"] = _nanmedian(moved[resting])
     rs, im = ep["real_success"], ep["imagined_success"]
     out.update(success_real=float(rs.mean()), success_imagined=float(im.mean()),

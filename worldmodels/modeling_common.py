@@ -401,17 +401,15 @@ class WorldModel(nn.Module):
         if not s:
             return proprio
         delta = states_p[..., -s:]
-        if c.env_state_contact_radius > 0:
-            # the gate reads the absolute predicted tcp
-            gate = self.contact_gate(torch.cat([proprio, delta], dim=-1), ctx_states_n)
-            delta = delta * gate.repeat_interleave(3, dim=-1)[:, None]
+        if c.env_state_contact_radius > 0:  # the gate reads the absolute predicted tcp
+            delta = delta * self.contact_gate(proprio, ctx_states_n).repeat_interleave(3, dim=-1)[:, None]
         return torch.cat([proprio, delta + last[..., -s:]], dim=-1)
 
     def contact_gate(self, states_p: Tensor, ctx_states_n: Tensor) -> Tensor:
         """float (B, S/3): 1 for the objects whose pose may change over this chunk (see
         ``WorldModelConfig.env_state_contact_radius``), 0 for those that stay put.
-        states_p (B, K, D) normalised predicted states (the absolute tcp at dims 0-2), ctx_states_n
-        (B, T, D)."""
+        states_p (B, K, >=3) normalised predicted states (the absolute tcp at dims 0-2; only those
+        are read), ctx_states_n (B, T, D)."""
         c = self.config
         s = c.env_state_dim
         mean, std = self.state_mean, self.state_std
