@@ -596,3 +596,22 @@ def test_fidelity_goals_and_step_budgets():
     r["goals_h16"]["object_error_ratio_to_copy_last"] = 1.01  # copy-last wins: the quick check fails
     assert not goals(r, quick=True)["all_checked_met"]
     assert goals(r, quick=False)["checked"] == [] and goals(r, quick=False)["all_checked_met"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_head_reads_cond_widens_the_head_and_learns_from_the_raw_conditioning(family, tmp_path):
+    m = tiny_model(family, head_reads_cond=True)
+    plain = tiny_model(family)
+    first, first_plain = m.head.mlp[0], plain.head.mlp[0]
+    extra = m.cond_size(16 if family == "diffusion" else 0)
+    assert first.in_features == first_plain.in_features + extra
+    batch = WindowSampler(synthetic_trajectories(), m.config, seed=0).sample(4)
+    m.training_loss(batch)[0].backward()
+    grad_cond = first.weight.grad[:, -extra:]
+    assert torch.isfinite(grad_cond).all() and grad_cond.abs().sum() > 0  # the raw columns are trained
+    m.save_pretrained(tmp_path / "wm")
+    m2 = load_world_model(tmp_path / "wm")
+    assert m2.config.head_reads_cond is True and m2.head.mlp[0].in_features == first.in_features
+    frames, states, actions = inputs()
+    o = m2.rollout(frames, states, actions)
+    assert o.states.shape == (3, actions.shape[1], m.config.full_state_dim)

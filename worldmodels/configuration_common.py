@@ -75,6 +75,10 @@ class WorldModelConfig:
             rollout from a reset (or from a keyframe near the start) fills its context. Without
             them a model never sees a padded context nor predicts an episode's first frames, and
             imagined episodes from t=0 blur from the first chunk.
+        head_reads_cond: the outcome head (states, rewards, success) also reads the raw
+            conditioning vector (normalised context states and actions), not only the UNet's mid
+            features and the 128-wide conditioning embedding the UNet shares. Proprio and object
+            poses then need not squeeze through that embedding.
         state_loss_weight / reward_loss_weight / success_loss_weight: head loss weights.
         autocast_bf16: run forward passes under ``torch.autocast(dtype=bfloat16)`` where the
             device computes bf16 natively (``worldmodels.modeling_common.native_bf16``); fp32
@@ -98,6 +102,7 @@ class WorldModelConfig:
     layers_per_block: int = 1
     norm_num_groups: int = 8
     head_hidden: int = 256
+    head_reads_cond: bool = False
     context_noise_max: float = 0.3
     inference_context_noise: float = 0.0
     self_forcing_prob: float = 0.0

@@ -207,24 +207,28 @@ class ConditionedUNet(nn.Module):
 class OutcomeHead(nn.Module):
     """Predicts K future states, rewards and success logits from the UNet mid features.
 
-    mid: (B, C, h, w), emb: (B, temb) -> (states (B, K, D), rewards (B, K), success_logits (B, K))."""
+    mid: (B, C, h, w), emb: (B, temb), cond (B, cond_dim) when ``cond_dim`` > 0 (the raw
+    conditioning vector, ``WorldModelConfig.head_reads_cond``) -> (states (B, K, D), rewards (B, K),
+    success_logits (B, K))."""
 
-    def __init__(self, cfg: WorldModelConfig, mid_channels: int, temb_dim: int):
+    def __init__(self, cfg: WorldModelConfig, mid_channels: int, temb_dim: int, cond_dim: int = 0):
         super().__init__()
         self.k, self.d = cfg.chunk_size, cfg.full_state_dim
+        self.cond_dim = cond_dim
         self.reduce = nn.Conv2d(mid_channels, 16, 1)
         self.pool = 8
         self.mlp = nn.Sequential(
-            nn.Linear(16 * self.pool * self.pool + temb_dim, cfg.head_hidden),
+            nn.Linear(16 * self.pool * self.pool + temb_dim + cond_dim, cfg.head_hidden),
             nn.SiLU(),
             nn.Linear(cfg.head_hidden, cfg.head_hidden),
             nn.SiLU(),
             nn.Linear(cfg.head_hidden, self.k * (self.d + 2)),
         )
 
-    def forward(self, mid: Tensor, emb: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, mid: Tensor, emb: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         h = F.adaptive_avg_pool2d(F.silu(self.reduce(mid)), self.pool).flatten(1)
-        y = self.mlp(torch.cat([h, emb], dim=1)).float().view(-1, self.k, self.d + 2)
+        parts = [h, emb] if not self.cond_dim else [h, emb, cond.to(h.dtype)]
+        y = self.mlp(torch.cat(parts, dim=1)).float().view(-1, self.k, self.d + 2)
         return y[..., : self.d], y[..., self.d], y[..., self.d + 1]
 
 

@@ -45,7 +45,9 @@ class DeterministicWorldModel(WorldModel):
         torch.manual_seed(c.seed)
         out_ch = (5 if c.predict_flow else 3) * c.chunk_size
         self.net = ConditionedUNet(c, 3 * c.context_frames, out_ch, self.cond_size(0))
-        self.head = OutcomeHead(c, self.net.mid_channels, self.net.temb_dim)
+        self.head = OutcomeHead(
+            c, self.net.mid_channels, self.net.temb_dim, self.cond_size(0) if c.head_reads_cond else 0
+        )
         if c.predict_residual:
             out = self.net.unet.conv_out
             nn.init.zeros_(out.weight)
@@ -61,7 +63,7 @@ class DeterministicWorldModel(WorldModel):
         cond = self._cond(ctx_noise, states_n, actions_n, instr)
         with self.autocast():
             out, mid, emb = self.net(ctx_frames.flatten(1, 2), cond)
-            states, rew, succ = self.head(mid, emb)
+            states, rew, succ = self.head(mid, emb, cond)
         last = ctx_frames[:, -1:].float()
         if c.predict_flow:
             out = out.float().view(b, c.chunk_size, 5, c.image_size, c.image_size)

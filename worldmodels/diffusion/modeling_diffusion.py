@@ -37,7 +37,9 @@ class DiffusionWorldModel(WorldModel):
         self.net = ConditionedUNet(
             c, 3 * (c.context_frames + c.chunk_size), 3 * c.chunk_size, self.cond_size(16)
         )
-        self.head = OutcomeHead(c, self.net.mid_channels, self.net.temb_dim)
+        self.head = OutcomeHead(
+            c, self.net.mid_channels, self.net.temb_dim, self.cond_size(16) if c.head_reads_cond else 0
+        )
 
     def denoise(
         self, x: Tensor, sigma: Tensor, ctx_flat: Tensor, cond_base: Tensor
@@ -51,7 +53,7 @@ class DiffusionWorldModel(WorldModel):
         inp = torch.cat([ctx_flat, x * c_in[:, None, None, None]], dim=1)
         with self.autocast():
             f, mid, emb = self.net(inp, cond)
-            heads = self.head(mid, emb)
+            heads = self.head(mid, emb, cond)
         den = c_skip[:, None, None, None] * x + c_out[:, None, None, None] * f.float()
         return den, heads
 
