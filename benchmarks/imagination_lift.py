@@ -3,14 +3,17 @@
 Usage::
 
     python -m benchmarks.imagination_lift [--quick] --out benchmarks/results/imagination_lift.json
-        [--seeds 0 1 2] [--runs-dir runs/imagination_lift] [key=value ...]   # Hydra overrides of conf/run.yaml
+        [--seeds 0 1 2] [--runs-dir runs/imagination_lift] [--variant NAME key=value ...]
+        [key=value ...]   # Hydra overrides of conf/run.yaml
 
 Per seed, ``wmrl run`` (``conf/run.yaml``; ``--quick``: ``conf/run_quick.yaml``) gives the real-simulator
 success of (a) SFT, (b) RL in imagination, (c) each co-evolution round and (d) the same RL in the
 real simulator with the real-env steps (b)+(c) used. Ablations re-run (b) on the same data, world
 model, reward models and SFT policy with KIR off (episodes start only at t=0) and with
-gating/masking off. Runs are resumable (a re-run skips finished stages). Every seed's folder keeps
-its results.md, plot and videos.
+gating/masking off, and each ``--variant`` (round 0 again with extra overrides, e.g. ``--variant
+it128 rl.iterations=128``, given after the run overrides; reported beside the ablations). Runs are
+resumable (a re-run skips finished stages). Every seed's folder keeps its results.md, plot and
+videos.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._variants import parse_variants
 
 ABLATIONS: dict[str, list[str]] = {
     "kir_off": ["imagination.keyframes.strategy=start"],
@@ -59,10 +64,17 @@ def link_shared_stages(src: Path, dst: Path) -> None:
 
 
 def run_ablation(
-    config_name: str, base: Path, name: str, seed: int, overrides: list[str], progress: bool
+    config_name: str,
+    base: Path,
+    name: str,
+    seed: int,
+    overrides: list[str],
+    progress: bool,
+    changes: list[str] | None = None,
 ) -> float:
-    """Round 0 (RL in imagination) again with ``ABLATIONS[name]``, sharing the base run's data,
-    world model, reward models and SFT policy (linked, not recomputed). Returns real success."""
+    """Round 0 (RL in imagination) again with ``changes`` (default ``ABLATIONS[name]``), sharing the
+    base run's data, world model, reward models and SFT policy (linked, not recomputed). Returns
+    real success."""
     from imagination.pipeline import Pipeline, load_run_config
 
     d = base / f"ablation_{name}"
@@ -70,7 +82,7 @@ def run_ablation(
     cfg = load_run_config(
         [
             *overrides,
-            *ABLATIONS[name],
+            *(ABLATIONS[name] if changes is None else changes),
             f"run_dir={d}",
             f"seed={seed}",
             "coevolution.rounds=0",
@@ -152,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         "--runs-dir", default=None, help="folder of the per-seed runs (default runs/imagination_lift[_quick])"
     )
     p.add_argument("--no-ablations", action="store_true")
+    p.add_argument(
+        "--variant",
+        nargs="+",
+        action="append",
+        metavar="NAME [key=value ...]",
+        help="an extra round-0 re-run per seed with these overrides (repeatable), e.g. it128 rl.iterations=128",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config")
     a = p.parse_args(argv)
@@ -161,12 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     seeds = a.seeds if a.seeds is not None else ([0] if a.quick else [0, 1, 2])
     runs = Path(a.runs_dir or ("runs/imagination_lift_quick" if a.quick else "runs/imagination_lift"))
     t0 = time.perf_counter()
+    variants = parse_variants(a.variant, taken=tuple(ABLATIONS))
     per_seed, abl = {}, {k: {} for k in ABLATIONS} if not a.no_ablations else {}
+    abl.update({k: {} for k in variants})
     for s in seeds:
         base = runs / f"seed_{s}"
         per_seed[s] = run_seed(config_name, base, s, a.overrides, not a.no_progress)
         for name in abl:
-            abl[name][s] = run_ablation(config_name, base, name, s, a.overrides, not a.no_progress)
+            abl[name][s] = run_ablation(
+                config_name, base, name, s, a.overrides, not a.no_progress, variants.get(name)
+            )
     res = summarize(per_seed, abl)
     # compute time of every stage of every run (resumed stages count their original time), and of
     # this invocation (small when everything was resumed)
@@ -180,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     res["wall_time_s"] = float(sum(per_seed[sd]["wall_time_s"] for sd in seeds) + sum(abl_times))
     res["invocation_time_s"] = time.perf_counter() - t0
     res["run_wall_time_s_by_seed"] = {str(s): per_seed[s]["wall_time_s"] for s in seeds}
-    res["config"] = {"config_name": config_name, "overrides": a.overrides, "runs_dir": str(runs)}
+    res["config"] = {
+        "config_name": config_name,
+        "overrides": a.overrides,
+        "runs_dir": str(runs),
+        "variants": variants,
+    }
     res["quick"] = a.quick
     res["machine"] = environment_info()
     atomic_write_json(a.out, res)

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._variants import parse_variants
+
 DEFAULT_VARIANTS: dict[str, list[str]] = {
     "default": [],
     "sft_std_minibatch64": ["rl.exploration_std=null", "rl.minibatch_size=64"],
@@ -121,17 +123,7 @@ def summarize(results: dict[str, dict[str, dict]]) -> dict[str, Any]:
 
 
 def _parse_variants(tokens: list[list[str]] | None) -> dict[str, list[str]]:
-    from wmrl.errors import ConfigError
-
-    if not tokens:
-        return dict(DEFAULT_VARIANTS)
-    variants: dict[str, list[str]] = {}
-    for t in tokens:
-        name, ov = t[0], t[1:]
-        if "=" in name or name in variants:
-            raise ConfigError(f"--variant {t!r}: expected a new NAME then key=value overrides")
-        variants[name] = ov
-    return variants
+    return parse_variants(tokens) if tokens else dict(DEFAULT_VARIANTS)
 
 
 def main(argv: list[str] | None = None) -> int:

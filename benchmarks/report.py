@@ -200,14 +200,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _drift(d), ""),
     ("wm_state_drift_loss_scale_0.05.json", "same, and the cube loss in 5 cm units (env_state_loss_scale=0.05, "
      "not 1 cm)", lambda d: _drift(d), ""),
+    ("wm_state_drift_head_reads_cond.json", "same, and the outcome head reads the raw context states + actions "
+     "(head_reads_cond=true)", lambda d: _drift(d), ""),
     ("imagination_lift_state.json", "main job with the state-rule success (env_state_dim=9, contact gate, residual "
      "tcp, 5 cm cube loss), 3 seeds: SFT -> RL in imagination -> co-evolution rounds; real RL same budget",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['imagination_rl_success'])} -> "
      f"{[round(v, 3) for v in d['coevolution_success_by_round']]}; {_fmt(d['real_rl_same_budget_success'])}",
      ">= SFT + 0.30"),
-    ("imagination_lift_state.json", "same runs, ablations after RL in imagination: KIR off / gating off",
-     lambda d: f"{_fmt(_get(d, 'ablations.kir_off.imagination_rl_success'))} / "
-     f"{_fmt(_get(d, 'ablations.gating_off.imagination_rl_success'))}", ""),
+    ("imagination_lift_state.json", "same runs, round 0 again: KIR off / gating off / 8x the GRPO iterations "
+     "(--variant it128 rl.iterations=128)",
+     lambda d: " / ".join(_fmt(_get(d, f"ablations.{k}.imagination_rl_success")) for k in ("kir_off", "gating_off", "it128")),
+     ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",

@@ -628,6 +628,11 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     assert _parse_variants([["lr3", "rl.lr=0.0003"]]) == {"lr3": ["rl.lr=0.0003"]}
     with pytest.raises(ConfigError, match="expected a new NAME"):
         _parse_variants([["rl.lr=0.0003"]])
+    from benchmarks._variants import parse_variants  # the same parser serves imagination_lift --variant
+
+    for bad in ([["it128", "rl.iterations"]], [["a", "x=1"], ["a", "y=2"]], [["kir_off", "x=1"]]):
+        with pytest.raises(ConfigError, match="expected a new NAME"):
+            parse_variants(bad, taken=("kir_off",))
     res = summarize(
         {
             "v": {
