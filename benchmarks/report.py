@@ -190,6 +190,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
                                              _get(d, "persistence.spearman"), _get(d, "expected.persisted.spearman"),
                                              _get(d, "finetuned.spearman"), _get(d, "noise_ceiling.spearman"))),
      ">= 0.9"),
+    ("wm_policy_ranking_state.json", "same benchmark with the state-rule success (the imagination_lift_state.json "
+     "seed-0 run): Spearman [95% CI] / imagined successes the simulator refutes / real retest",
+     lambda d: f"{_fmt(d.get('spearman'))} {[round(v, 2) for v in d.get('spearman_ci95') or []]} / "
+     f"{_get(d, 'refuted.all')} of {_get(d, 'refuted.all_imagined_successes')} / {_fmt(_get(d, 'noise_ceiling.spearman'))}",
+     ">= 0.9"),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),
@@ -208,8 +213,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      f"{[round(v, 3) for v in d['coevolution_success_by_round']]}; {_fmt(d['real_rl_same_budget_success'])}",
      ">= SFT + 0.30"),
     ("imagination_lift_state.json", "same runs, round 0 again: KIR off / gating off / 8x the GRPO iterations "
-     "(--variant it128 rl.iterations=128)",
-     lambda d: " / ".join(_fmt(_get(d, f"ablations.{k}.imagination_rl_success")) for k in ("kir_off", "gating_off", "it128")),
+     "(--variant it128 rl.iterations=128) / same with KL 0.1 to SFT (it128_kl)",
+     lambda d: " / ".join(_fmt(_get(d, f"ablations.{k}.imagination_rl_success"))
+                          for k in ("kir_off", "gating_off", "it128", "it128_kl")),
      ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),

@@ -227,6 +227,9 @@ class OutcomeHead(nn.Module):
 
     def forward(self, mid: Tensor, emb: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         h = F.adaptive_avg_pool2d(F.silu(self.reduce(mid)), self.pool).flatten(1)
+        if self.cond_dim and (cond is None or cond.shape[-1] != self.cond_dim):
+            got = None if cond is None else tuple(cond.shape)
+            raise ValueError(f"OutcomeHead reads the raw conditioning: cond is {got}; expected (B, {self.cond_dim})")
         parts = [h, emb] if not self.cond_dim else [h, emb, cond.to(h.dtype)]
         y = self.mlp(torch.cat(parts, dim=1)).float().view(-1, self.k, self.d + 2)
         return y[..., : self.d], y[..., self.d], y[..., self.d + 1]
