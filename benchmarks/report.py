@@ -53,6 +53,14 @@ def _variant(d: dict, name: str) -> str:
     return f"{_fmt(v['sft_success'])} -> {_fmt(v['rl_success'])} ({v['seeds_lifted']}/{len(v['lift_per_seed'])})"
 
 
+def _headroom(d: dict, std: str) -> str:
+    """``mean-action success / pass@8 / learnable failed starts / never solved`` of rl_headroom.json."""
+    row = (d.get("by_std") or {}).get(std) or {}
+    return " / ".join(_fmt(v) for v in (d.get("mean_action_success"), _get(row, "pass_at_k.8"),
+                                         _get(row, "failed_starts.learnable"),
+                                         _get(row, "failed_starts.never_solved_in_n")))
+
+
 def _drift(d: dict) -> str:
     """wm_state_drift: closed-loop target-cube error at chunks 1 / 4 / 8 / final (cm), the resting
     cubes' imagined creep (cm), and state-rule success real / imagined."""
@@ -156,7 +164,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "SFT success (real sim)", "sft_success", ""),
     ("imagination_lift.json", "after RL in imagination", "imagination_rl_success", ">= SFT + 0.30"),
     ("imagination_lift.json", "co-evolution success by round", "coevolution_success_by_round", ""),
-    ("imagination_lift.json", "RL in real sim, same real budget", "real_rl_same_budget_success", "imagination RL >= this"),
+    ("imagination_lift.json", "RL in real sim, same real budget (that baseline trained on 2 of the 6 tasks; fixed since)",
+     "real_rl_same_budget_success", "imagination RL >= this"),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
     ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread (s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
@@ -168,6 +177,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _variant(d, "default"), ""),
     ("real_rl.json", "same, previous settings (SFT-fitted std 0.3, 64-sample minibatches)",
      lambda d: _variant(d, "sft_std_minibatch64"), ""),
+    ("real_rl_sweep.json", "same benchmark on the state-rule runs' SFT policies: defaults / exploration_std 0.05 "
+     "with 4 update epochs", lambda d: f"{_variant(d, 'default')} / {_variant(d, 'std05_ep4')}", ""),
+    ("real_rl_sweep_seed0.json", "seed 0 only (SFT 0.342): defaults / lr 3e-4 / lr 1e-3 with 4 epochs / PPO "
+     "(sparse success, value-head critic)",
+     lambda d: " / ".join(_fmt(_get(d, f"variants.{k}.rl_success")) for k in ("default", "lr3e-4", "lr1e-3_ep4", "ppo")),
+     ""),
+    ("rl_headroom.json", "SFT policy in the real sim, 144 starts: mean-action success / pass@8 at std 0.1 / "
+     "failed starts where a GRPO group of 8 holds a success / never solved in 16 samples",
+     lambda d: _headroom(d, "0.1"),
+     ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
@@ -213,9 +232,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      f"{[round(v, 3) for v in d['coevolution_success_by_round']]}; {_fmt(d['real_rl_same_budget_success'])}",
      ">= SFT + 0.30"),
     ("imagination_lift_state.json", "same runs, round 0 again: KIR off / gating off / 8x the GRPO iterations "
-     "(--variant it128 rl.iterations=128) / same with KL 0.1 to SFT (it128_kl)",
+     "(--variant it128 rl.iterations=128) / same with KL 0.1 to SFT (it128_kl) / exploration_std 0.05 with 4 "
+     "epochs (std05_ep4)",
      lambda d: " / ".join(_fmt(_get(d, f"ablations.{k}.imagination_rl_success"))
-                          for k in ("kir_off", "gating_off", "it128", "it128_kl")),
+                          for k in ("kir_off", "gating_off", "it128", "it128_kl", "std05_ep4")),
      ""),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),

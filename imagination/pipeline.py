@@ -186,7 +186,8 @@ class RunConfig:
         sft_successful_only: behaviour-clone only the demo episodes that succeeded (the failed noisy
             ones still train the world model and reward models).
         real_rl_baseline: run RL in the real simulator with the same real-env budget.
-        real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size).
+        real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size, one group per
+            task at least: see :func:`rl_task_layout`).
         videos: real | imagined videos written in the report.
     """
 
@@ -209,7 +210,7 @@ class RunConfig:
     render: RenderConfig = field(default_factory=RenderConfig)
     success_calibration: SuccessCalibrationConfig = field(default_factory=SuccessCalibrationConfig)
     real_rl_baseline: bool = True
-    real_rl_num_envs: int = 16
+    real_rl_num_envs: int = 48
     videos: int = 2
 
     def __post_init__(self) -> None:
@@ -227,7 +228,11 @@ class RunConfig:
                 raise ConfigError(f"render={self.render} is for the built-in suite; suite={self.suite!r} runs on "
                                   f"{', '.join(other)}, which renders its own frames")
         # typed sub-configs are built (and checked) here so a bad key fails before any work
-        self.rl_config()
+        _, rcfg = self.rl_config()
+        if self.real_rl_baseline:
+            import envs
+
+            rl_task_layout(envs.resolve_tasks(self.suite), self.real_rl_num_envs, getattr(rcfg, "group_size", 1))
         icfg = self.imagination_config()
         env_dim = self.world_model.get("env_state_dim", 0)
         if isinstance(env_dim, bool) or not isinstance(env_dim, int) or env_dim < 0:
@@ -270,6 +275,21 @@ class RunConfig:
         from wmrl.config import to_dataclass
 
         return to_dataclass(dict(self.coevolution), CoevolutionConfig, where="coevolution.")
+
+
+def rl_task_layout(tasks: list[str], num_envs: int, group_size: int) -> list[str]:
+    """Sub-env task ids of RL in the real simulator (the baseline): ``group_size`` consecutive
+    sub-envs (a GRPO group, which shares its start) share a task, and the groups cycle through
+    ``tasks``. A sub-env keeps its task for the whole run, so every task needs a group of its own
+    or the baseline never trains on it: fewer than ``group_size * len(tasks)`` sub-envs, or a count
+    that is not a multiple of ``group_size``, is a ConfigError naming the smallest count that works."""
+    need = group_size * len(tasks)
+    if num_envs < need or num_envs % group_size:
+        raise ConfigError(
+            f"real_rl_num_envs={num_envs}: RL in the real simulator needs a multiple of the group size "
+            f"{group_size} and at least one group per task ({len(tasks)} tasks): use >= {need}"
+        )
+    return [tasks[(i // group_size) % len(tasks)] for i in range(num_envs)]
 
 
 # ---------------------------------------------------------------------------------------------- stages
@@ -721,7 +741,7 @@ class Pipeline:
         g = getattr(rcfg, "group_size", 1)
         n = self.cfg.real_rl_num_envs
         tasks = self.tasks()
-        per_env = [tasks[(i // g) % len(tasks)] for i in range(n)]  # a GRPO group shares its task
+        per_env = rl_task_layout(tasks, n, g)
         env = ActionChunkWrapper(
             envs.make_vec(
                 per_env,

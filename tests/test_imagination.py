@@ -941,3 +941,26 @@ def test_run_config_checks_state_success_settings():
         load_run_config(["world_model.env_state_dim=-1"], "run_quick")
     cfg = load_run_config(["world_model.env_state_dim=9", "imagination.success_source=state"], "run_quick")
     assert cfg.world_model["env_state_dim"] == 9
+
+
+def test_real_rl_baseline_gives_every_task_a_group():
+    """The real-RL baseline's sub-envs keep their task, so each task needs a GRPO group: the layout
+    cycles tasks per group, and too few sub-envs is a config error before any work."""
+    from imagination.pipeline import load_run_config, rl_task_layout
+
+    tasks = ["A", "B", "C"]
+    assert rl_task_layout(tasks, 6, 2) == ["A", "A", "B", "B", "C", "C"]
+    assert rl_task_layout(tasks, 8, 2)[6:] == ["A", "A"]
+    assert set(rl_task_layout(tasks, 3, 1)) == set(tasks)
+    with pytest.raises(ConfigError, match="real_rl_num_envs=4.*use >= 6"):
+        rl_task_layout(tasks, 4, 2)
+    with pytest.raises(ConfigError, match="multiple of the group size 2"):
+        rl_task_layout(tasks, 7, 2)
+    with pytest.raises(ConfigError, match="real_rl_num_envs=16.*6 tasks.*use >= 48"):
+        load_run_config(["real_rl_num_envs=16"], "run")
+    assert load_run_config(["real_rl_num_envs=16", "real_rl_baseline=false"], "run").real_rl_num_envs == 16
+    import envs
+
+    cfg = load_run_config([], "run")  # the main job's default covers the whole built-in suite
+    builtin = envs.resolve_tasks(cfg.suite)
+    assert set(rl_task_layout(builtin, cfg.real_rl_num_envs, cfg.rl["group_size"])) == set(builtin)

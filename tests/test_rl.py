@@ -447,3 +447,39 @@ def test_exploration_std_bad_values_fail_and_other_heads_keep_their_sampling():
         set_exploration_std(0.1, TinyGaussianPolicy())
     with pytest.raises(ConfigError, match="must lie in"):
         set_exploration_std(10.0, _HeadPolicy())
+
+
+def test_rl_headroom_counts_learnable_groups():
+    """benchmarks.rl_headroom: pass@k and group outcomes match brute-force enumeration, and the
+    failed-start figure only looks at starts where the mean action fails."""
+    import itertools
+
+    from benchmarks.rl_headroom import group_outcome_probs, pass_at_k, summarize_counts
+
+    n, g = 6, 3
+    for c in range(n + 1):
+        outcomes = [1] * c + [0] * (n - c)
+        groups = [sum(x) for x in itertools.combinations(outcomes, g)]
+        fail, succ, mixed = group_outcome_probs(n, c, g)
+        assert fail == pytest.approx(np.mean([s == 0 for s in groups]))
+        assert succ == pytest.approx(np.mean([s == g for s in groups]))
+        assert mixed == pytest.approx(np.mean([0 < s < g for s in groups]))
+        assert pass_at_k(n, c, g) == pytest.approx(1 - fail)
+    assert pass_at_k(n, 2, 1) == pytest.approx(2 / 6)
+    with pytest.raises(ValueError, match="k <= n"):
+        pass_at_k(4, 1, 5)
+    row = summarize_counts(np.array([0, 3, 6, 1]), np.array([False, True, True, False]), n=6, g=3)
+    assert row["sample_success"] == pytest.approx(10 / 24)
+    assert row["failed_starts"]["count"] == 2
+    assert row["failed_starts"]["never_solved_in_n"] == pytest.approx(0.5)
+    assert row["failed_starts"]["learnable"] == pytest.approx(group_outcome_probs(6, 1, 3)[2] / 2)
+    assert row["group"]["all_success"] == pytest.approx((1 / 20 + 1) / 4)  # C(3,3)/C(6,3) and 1
+
+
+def test_rl_headroom_needs_a_finished_run(tmp_path):
+    from benchmarks.rl_headroom import main
+
+    with pytest.raises(WmrlError, match="config.yaml not found"):
+        main(["--runs", str(tmp_path / "nope"), "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--stds 0.0 must be > 0"):
+        main(["--runs", str(tmp_path), "--stds", "0", "--out", str(tmp_path / "x.json")])
