@@ -187,6 +187,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "failed starts where a GRPO group of 8 holds a success / never solved in 16 samples",
      lambda d: _headroom(d, "0.1"),
      ""),
+    ("rl_headroom_after_real_rl.json", "same starts, the policy after real GRPO (380k steps, real_rl_sweep.json "
+     "defaults)", lambda d: _headroom(d, "0.1"), ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

@@ -131,11 +131,13 @@ def test_maniskill_lift_config_validation(capsys):
         assert check_config(cfg) == ["PickCube-v1-mp100"]
         assert cfg.demos.source == "maniskill_motionplanning" and cfg.world_model["state_dim"] == 29
     with pytest.raises(WmrlError, match="suite='builtin' must be one ManiSkill task id; valid: .*PickCube-v1-mp100"):
-        check_config(load_run_config(["suite=builtin"], "run_maniskill"))
+        check_config(load_run_config(["suite=builtin", "real_rl_num_envs=48"], "run_maniskill"))
     with pytest.raises(WmrlError, match="demos.source='expert'; the ManiSkill loop needs"):
         check_config(load_run_config(["demos.source=expert"], "run_maniskill"))
     with pytest.raises(WmrlError, match=r"world_model.state_dim=29 != policy.state_dim=8"):
         check_config(load_run_config(["policy.state_dim=8"], "run_maniskill"))
+    with pytest.raises(ConfigError, match="real_rl_num_envs=8: .*6 tasks.*use >= 48"):  # before any work
+        load_run_config(["suite=builtin"], "run_maniskill")
     with pytest.raises(ConfigError, match="demos.source='scripted'; expected 'expert' or 'maniskill_motionplanning'"):
         load_run_config(["demos.source=scripted"], "run_maniskill")
     # the CLI fails before any work, with one line
