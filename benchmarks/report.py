@@ -61,6 +61,16 @@ def _headroom(d: dict, std: str) -> str:
                                          _get(row, "failed_starts.never_solved_in_n")))
 
 
+def _agreement(d: dict, std: str = "0.1") -> str:
+    """rl_headroom --imagined: sampled success imagined / real, precision of an imagined success,
+    per-start success-rate Pearson, and the GRPO advantage cosine imagined vs real (chance p95)."""
+    row = (d.get("imagined") or {}).get(std) or {}
+    sm, adv = row.get("samples") or {}, row.get("advantage") or {}
+    return (f"{_fmt(sm.get('imagined_success'))} / {_fmt(sm.get('real_success'))}; precision "
+            f"{_fmt(sm.get('precision'))}; Pearson {_fmt(row.get('start_rate_pearson'))}; cosine "
+            f"{_fmt(adv.get('cosine'))} (chance p95 {_fmt(_get(adv, 'cosine_shuffled.p95'))})")
+
+
 def _drift(d: dict) -> str:
     """wm_state_drift: closed-loop target-cube error at chunks 1 / 4 / 8 / final (cm), the resting
     cubes' imagined creep (cm), and state-rule success real / imagined."""
@@ -189,6 +199,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      ""),
     ("rl_headroom_after_real_rl.json", "same starts, the policy after real GRPO (380k steps, real_rl_sweep.json "
      "defaults)", lambda d: _headroom(d, "0.1"), ""),
+    ("rl_headroom_imagined.json", "SFT policy from the same 144 real starts in the round-0 world model and the real "
+     "sim, the same policy noise (std 0.1): sampled success imagined / real; precision of an imagined success; "
+     "per-start success-rate Pearson; cosine of imagined vs real GRPO advantages", _agreement, ""),
+    ("rl_headroom_imagined_round2.json", "same, the world model after 2 co-evolution rounds", _agreement, ""),
+    ("rl_headroom_imagined_kf3.json", "same, round-0 world, from keyframes: the mean action's real state after 3 "
+     "chunks, 8-chunk episodes (the run's imagination horizon)", _agreement, ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

@@ -4,6 +4,8 @@ Usage::
 
     python -m benchmarks.rl_headroom --runs runs/imagination_lift/seed_0 ... [--stds 0.05 0.1 0.2 0.3]
         [--starts-per-task 8] [--samples 16] [--group-size 8] [--policy sft/policy] --out FILE.json
+    python -m benchmarks.rl_headroom --runs ... --stds 0.1 --imagined [--world-round R] [--keyframe-chunk C]
+        --out FILE.json
     python -m benchmarks.rl_headroom --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 GRPO scores a trajectory by its success and normalises within a group that shares a start, so a
@@ -20,6 +22,17 @@ same start, and reports per std:
   ``--samples``), the probability that it is all-fail, all-success or mixed (learnable);
 * ``failed_starts``: the same, only over the starts where the mean action fails (what RL has to
   fix): ``learnable`` is the expected fraction of them on which a group holds a success.
+
+With ``--imagined`` the same policy also runs inside each run's world model (``--world-round``,
+default the round-0 world RL in imagination starts from) from the *same* starts (the real first
+frame, ``ImaginedVectorEnv.reset_to``) with common random numbers: sample ``i`` of a start draws
+the same policy noise in both worlds. ``imagined`` then reports, per std, how far the imagined
+outcomes agree with the real ones (:func:`imagination_agreement`), down to what GRPO trains on:
+the cosine between the imagined and the real group-relative advantages of the same samples.
+``--keyframe-chunk C`` starts both worlds at a keyframe instead of t=0: the real state where the
+policy's mean action stands after ``C`` chunks (the simulator replays those actions exactly; the
+imagined context is the real frames of the way there), for ``--horizon`` chunks (default: the
+run's imagination horizon), as keyframe-initialized rollouts start imagined episodes.
 
 Read-only on the run folders; nothing is trained.
 """
@@ -85,6 +98,229 @@ def summarize_counts(counts: np.ndarray, mean_ok: np.ndarray, n: int, g: int) ->
     return out
 
 
+def _categories(outcomes: np.ndarray) -> np.ndarray:
+    """Per start of bool ``(S, n)`` outcomes: 0 never, 1 some, 2 always succeeded."""
+    c = outcomes.sum(1)
+    return np.where(c == 0, 0, np.where(c == outcomes.shape[1], 2, 1))
+
+
+def _advantages(outcomes: np.ndarray, valid: np.ndarray, g: int) -> np.ndarray:
+    """GRPO advantages float64 ``(S, n)`` of bool ``(S, n)`` outcomes in groups of ``g`` consecutive
+    samples (``valid`` False: out of the group and advantage 0), as the trainer computes them."""
+    import torch
+
+    from kernels.advantages import group_advantages_fast
+
+    s, n = outcomes.shape
+    ids = torch.arange(s * n) // g if n % g == 0 else torch.arange(s).repeat_interleave(n)
+    adv, _ = group_advantages_fast(
+        torch.as_tensor(outcomes.ravel(), dtype=torch.float32), ids, torch.as_tensor(valid.ravel())
+    )
+    return adv.double().numpy().reshape(s, n)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    d = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / d) if d > 0 else float("nan")
+
+
+def imagination_agreement(
+    real: np.ndarray,
+    imagined: np.ndarray,
+    imagined_valid: np.ndarray,
+    real_mean_ok: np.ndarray,
+    imagined_mean_ok: np.ndarray,
+    group_size: int,
+    shuffles: int = 200,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """How far outcomes imagined from the same starts (and policy noise) agree with the real ones.
+
+    Args:
+        real / imagined: bool ``(S, n)``: sample ``i`` of start ``s`` succeeded in the real simulator
+            / in the world model (the same policy noise in both).
+        imagined_valid: bool ``(S, n)``: the imagined sample passed the gate (GRPO masks the others).
+        real_mean_ok / imagined_mean_ok: bool ``(S,)``: the mean action succeeded from the start.
+        group_size: GRPO group size ``g`` (groups of ``g`` consecutive samples; ``n`` a multiple of it,
+            else one group per start).
+        shuffles: permutations of the imagined samples within their groups for the chance level.
+
+    Returns ``mean_action`` and ``samples`` (success rates, agreement, precision = P(real success |
+    imagined success), recall = P(imagined success | real success)); ``start_rate_pearson``
+    (per-start success rates); ``start_categories`` (3x3 counts, rows real, columns imagined:
+    never / some / always among the ``n`` samples); and ``advantage``: ``cosine`` between the
+    imagined and the real GRPO advantages of the same samples (1: imagination trains exactly as the
+    real simulator would, 0: unrelated), ``cosine_shuffled`` its chance level (mean and 95th
+    percentile), ``real_signal_recovered`` (the projection of the imagined advantages on the real
+    ones, relative to the real ones' norm), and ``imagined_energy_on_flat_real_groups`` (the share
+    of the imagined signal on groups where every real sample failed or every one succeeded: noise).
+    """
+    real, imagined = np.asarray(real, bool), np.asarray(imagined, bool)
+    valid = np.asarray(imagined_valid, bool)
+    if real.shape != imagined.shape or real.shape != valid.shape or real.ndim != 2:
+        raise ValueError(
+            f"real {real.shape}, imagined {imagined.shape} and imagined_valid {valid.shape} must share a (S, n) shape"
+        )
+    rm, im = np.asarray(real_mean_ok, bool), np.asarray(imagined_mean_ok, bool)
+
+    def rates(r: np.ndarray, i: np.ndarray) -> dict[str, float]:
+        return {
+            "real_success": float(r.mean()),
+            "imagined_success": float(i.mean()),
+            "agreement": float((r == i).mean()),
+            "precision": float(r[i].mean()) if i.any() else float("nan"),
+            "recall": float(i[r].mean()) if r.any() else float("nan"),
+        }
+
+    rr, ir = real.mean(1), imagined.mean(1)
+    pear = float(np.corrcoef(rr, ir)[0, 1]) if rr.std() > 0 and ir.std() > 0 else float("nan")
+    conf = np.zeros((3, 3), np.int64)
+    np.add.at(conf, (_categories(real), _categories(imagined)), 1)
+    g = group_size
+    a_real = _advantages(real, np.ones_like(real), g)
+    a_imag = _advantages(imagined, valid, g)
+    rng = np.random.default_rng(seed)
+    s, n = real.shape
+    gs = g if n % g == 0 else n
+    shuffled = []
+    for _ in range(shuffles):
+        perm = np.argsort(rng.random((s, n // gs, gs)), axis=2)
+        p_out = np.take_along_axis(imagined.reshape(s, n // gs, gs), perm, 2).reshape(s, n)
+        p_val = np.take_along_axis(valid.reshape(s, n // gs, gs), perm, 2).reshape(s, n)
+        shuffled.append(_cosine(_advantages(p_out, p_val, g), a_real))
+    shuffled = [x for x in shuffled if np.isfinite(x)]
+    flat = (a_real.reshape(s, n // gs, gs) == 0).all(2)  # real group all-fail or all-success
+    e_imag = (a_imag.reshape(s, n // gs, gs) ** 2).sum(2)
+    real_norm = float((a_real * a_real).sum())
+    return {
+        "starts": int(s),
+        "samples_per_start": int(n),
+        "mean_action": rates(rm, im),
+        "samples": {**rates(real, imagined), "gated_out": float(1.0 - valid.mean())},
+        "start_rate_pearson": pear,
+        "start_categories": {
+            "order": ["never", "some", "always"],
+            "rows_real_cols_imagined": conf.tolist(),
+            "real_some_imagined_some": float(conf[1, 1] / max(conf[1].sum(), 1)),
+        },
+        "advantage": {
+            "cosine": _cosine(a_imag, a_real),
+            "cosine_shuffled": {
+                "mean": float(np.mean(shuffled)) if shuffled else float("nan"),
+                "p95": float(np.percentile(shuffled, 95)) if shuffled else float("nan"),
+            },
+            "real_signal_recovered": float((a_imag * a_real).sum() / real_norm) if real_norm > 0 else float("nan"),
+            "imagined_energy_on_flat_real_groups": float(e_imag[flat].sum() / e_imag.sum())
+            if e_imag.sum() > 0
+            else float("nan"),
+        },
+    }
+
+
+class _StartFromReal:
+    """An ``ImaginedVectorEnv`` whose ``reset`` starts every sub-env from a stored real start
+    (``reset_to``), so ``collect_first_episodes`` runs imagined groups from real starts."""
+
+    def __init__(self, env: Any, start: dict[str, Any]):
+        self.env, self.start = env, start
+
+    def reset(self, *, seed: Any = None, options: Any = None):
+        return self.env.reset_to(**self.start)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+
+class _NoiseFrom:
+    """A policy whose sampling draws from its own copy of a torch RNG state (common random numbers
+    with the pass that started from the same state; the world model's draws do not shift it)."""
+
+    def __init__(self, policy: Any, rng_state: Any):
+        self.policy, self.rng_state = policy, rng_state
+
+    def act(self, obs: Any, instructions: list[str], deterministic: bool = False) -> Any:
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self.rng_state)
+            out = self.policy.act(obs, instructions, deterministic=deterministic)
+            self.rng_state = torch.get_rng_state()
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+
+class _ReplayedStart:
+    """A real chunked env (``ActionChunkWrapper``) whose ``reset`` resets every sub-env to its seed
+    and replays ``prefix`` (float32 ``(C, N, K, A)``, the actions a deterministic pass took from
+    those starts; ``C = 0``: none) one env step at a time. The simulator is deterministic, so each
+    sub-env then stands where that pass stood after ``C`` chunks: a keyframe inside a real
+    trajectory. After a reset, ``context`` holds the last ``keep`` frames, proprio states and
+    environment states of the way there (``ImaginedVectorEnv.reset_to`` arguments), ``ended`` bool
+    ``(N,)`` the sub-envs whose episode ended during the replay, and ``replayed_steps`` its env steps."""
+
+    def __init__(self, env: Any, seeds: list[int], task_ids: list[str], prefix: np.ndarray | None = None, keep: int = 8):
+        self.env, self.seeds, self.task_ids, self.keep = env, list(seeds), list(task_ids), int(keep)
+        self.prefix = np.zeros((0, env.num_envs, env.chunk_size, 1), np.float32) if prefix is None else np.asarray(prefix)
+        self.context: dict[str, Any] = {}
+        self.ended = np.zeros(env.num_envs, bool)
+        self.replayed_steps = 0
+
+    def reset(self, *, seed: Any = None, options: Any = None):
+        from imagination.rollout_buffer import env_instructions
+
+        obs, info = self.env.reset(seed=self.seeds)
+        instructions = env_instructions(self.env, info)
+        raw = self.env.env  # one env step at a time
+        env_state = getattr(raw.unwrapped, "environment_state", None)
+        frames, states, env_states = [obs["image"]], [obs["state"]], [None if env_state is None else env_state()]
+        self.ended = np.zeros(self.env.num_envs, bool)
+        for chunk in self.prefix:
+            for k in range(chunk.shape[1]):
+                obs, _, term, trunc, _ = raw.step(np.ascontiguousarray(chunk[:, k], np.float32))
+                self.ended |= np.asarray(term, bool) | np.asarray(trunc, bool)
+                frames.append(obs["image"])
+                states.append(obs["state"])
+                env_states.append(None if env_state is None else env_state())
+                frames, states, env_states = frames[-self.keep :], states[-self.keep :], env_states[-self.keep :]
+        self.replayed_steps = int(self.prefix.shape[0] * self.prefix.shape[2]) * self.env.num_envs
+        self.context = {
+            "frames": np.stack(frames, 1),
+            "states": np.stack(states, 1),
+            "instructions": instructions,
+            "task_ids": self.task_ids,
+            "env_states": None if env_state is None else np.stack(env_states, 1).astype(np.float32),
+        }
+        return obs, info
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+
+def _imagined_env(src: Path, world_round: int, num_envs: int, horizon: int, chunk_size: int, tasks: list[str]):
+    """An ``ImaginedVectorEnv`` on run ``src``'s world of round ``world_round``, as its RL saw it
+    (calibrated success threshold, gate), for full episodes from real starts."""
+    import dataclasses
+
+    from imagination.imagined_env import ImaginedVectorEnv
+    from imagination.pipeline import calibrated_imagination_config, round_models, run_config_of
+    from wmrl.data import load_trajectories
+
+    cfg = run_config_of(src)
+    wm, sm, exe = round_models(src, world_round)
+    icfg = dataclasses.replace(
+        calibrated_imagination_config(src, cfg),
+        num_envs=num_envs,
+        horizon=horizon,
+        chunk_size=chunk_size,
+        autoreset_mode="same_step",
+    )
+    return ImaginedVectorEnv(
+        wm, load_trajectories(src / "data"), success_model=sm, exec_reward=exe, task_ids=tasks, config=icfg
+    )
+
+
 def _run_settings(src: Path) -> tuple[int, list[str], dict[str, Any]]:
     """(seed, task ids, ``envs.make_vec`` kwargs) of a finished run folder, read from its config.yaml."""
     from omegaconf import OmegaConf
@@ -112,13 +348,22 @@ def measure_run(
     samples: int,
     group_size: int,
     progress: bool = True,
+    imagined: bool = False,
+    world_round: int = 0,
+    keyframe_chunk: int = 0,
+    keyframe_horizon: int | None = None,
 ) -> dict[str, Any]:
-    """Headroom of one run folder's policy; see the module docstring."""
+    """Headroom of one run folder's policy (and with ``imagined``, the agreement of its world model of
+    round ``world_round`` on the same starts); see the module docstring. ``keyframe_chunk`` C > 0
+    starts every episode at a keyframe instead of t=0: where the policy's mean action stands after C
+    chunks from the real start (starts where that episode ended sooner are left out), for
+    ``keyframe_horizon`` chunks (default: the run's imagination horizon)."""
     import torch
     from tqdm.auto import tqdm
 
     import envs
     from envs.wrappers import ActionChunkWrapper
+    from imagination.grpo import trajectory_scores
     from imagination.rollout_buffer import collect_first_episodes
     from imagination.trainer_utils import set_exploration_std
     from policies import load_policy
@@ -138,57 +383,173 @@ def measure_run(
         ),
         policy.chunk_size,
     )
-    horizon = envs.full_episode_chunks(tasks, policy.chunk_size)
+    full = envs.full_episode_chunks(tasks, policy.chunk_size)
+    if not 0 <= keyframe_chunk < full:
+        raise WmrlError(f"--keyframe-chunk {keyframe_chunk} must be in [0, {full}) (chunks of a full episode)")
+    horizon = full
+    if keyframe_chunk:
+        from imagination.pipeline import run_config_of
+
+        horizon = int(keyframe_horizon or run_config_of(src).imagination_config().horizon)
+    elif keyframe_horizon:
+        horizon = int(keyframe_horizon)
     task_of = np.repeat(np.arange(len(tasks)), samples)
+    task_ids = [tasks[int(t)] for t in task_of]
+    start_ok = np.ones((len(tasks), starts_per_task), bool)  # the start's keyframe was reached
+    replay_diff = 0.0
     counts = {s: np.zeros((len(tasks), starts_per_task), np.int64) for s in stds}
     mean_ok = np.zeros((len(tasks), starts_per_task), bool)
+    shape = (len(tasks), starts_per_task, samples)
+    outcomes = {s: np.zeros(shape, bool) for s in stds}  # real, per sample
+    imag = None
+    if imagined:
+        imag = _imagined_env(src, world_round, n, horizon, policy.chunk_size, tasks)
+        im_out = {s: np.zeros(shape, bool) for s in stds}
+        im_valid = {s: np.zeros(shape, bool) for s in stds}
+        im_mean_ok = np.zeros((len(tasks), starts_per_task), bool)
     env_steps = 0.0
-    bar = tqdm(total=starts_per_task * (1 + len(stds)), desc=f"headroom {src.name}", disable=not progress)
+    bar = tqdm(
+        total=starts_per_task * (1 + len(stds)) * (2 if imagined else 1),
+        desc=f"headroom {src.name}",
+        disable=not progress,
+    )
     torch.manual_seed(seed)
     with torch.no_grad():
         for j in range(starts_per_task):
             # one start per task and j; seeds no training or evaluation stage uses
             seeds = [300_000 + 10_000 * seed + 100 * int(t) + j for t in task_of]
-            b = collect_first_episodes(env, policy, horizon, seeds=seeds, deterministic=True)
+            b = collect_first_episodes(env, policy, full if keyframe_chunk else horizon, seeds=seeds, deterministic=True)
+            env_steps += float(b.executed.sum())
+            start = _ReplayedStart(env, seeds, task_ids)
+            if keyframe_chunk:  # the keyframe: where that mean-action episode stands after C chunks
+                c = keyframe_chunk
+                alive = b.valid[c].numpy() if b.num_steps > c else np.zeros(n, bool)
+                start = _ReplayedStart(env, seeds, task_ids, b.actions[:c].numpy())
+                start.reset()
+                alive &= ~start.ended
+                start_ok[:, j] = alive.reshape(len(tasks), samples)[:, 0]
+                if alive.any():  # the replay must land on the recorded state (a deterministic simulator)
+                    replay_diff = max(replay_diff, float(np.abs(start.context["states"][alive, -1]
+                                                                - b.obs["state"][c].numpy()[alive]).max()))
+                b = collect_first_episodes(start, policy, horizon, deterministic=True)
+                env_steps += float(b.executed.sum()) + 2 * start.replayed_steps
             ok = (b.success & b.valid).any(0).numpy()
             mean_ok[:, j] = ok.reshape(len(tasks), samples)[:, 0]
-            env_steps += float(b.executed.sum())
             bar.update()
+            if imag is not None:
+                start.reset()
+                env_steps += start.replayed_steps
+                im_start = _StartFromReal(imag, start.context)
+                bi = collect_first_episodes(im_start, policy, horizon, deterministic=True)
+                im_mean_ok[:, j] = (bi.success & bi.valid).any(0).numpy().reshape(len(tasks), samples)[:, 0]
+                bar.update()
             for s in stds:
                 set_exploration_std(s, policy)
-                b = collect_first_episodes(env, policy, horizon, seeds=seeds)
+                rng_before = torch.get_rng_state()
+                b = collect_first_episodes(start, policy, horizon)
                 ok = (b.success & b.valid).any(0).numpy()
                 counts[s][:, j] = ok.reshape(len(tasks), samples).sum(1)
-                env_steps += float(b.executed.sum())
+                outcomes[s][:, j] = ok.reshape(len(tasks), samples)
+                env_steps += float(b.executed.sum()) + start.replayed_steps
                 bar.update()
+                if imag is not None:  # the same noise draws as the real pass, from the same start
+                    bi = collect_first_episodes(im_start, _NoiseFrom(policy, rng_before), horizon)
+                    score, ok_gate, _ = trajectory_scores(bi, "success", imag.config.gate)
+                    im_out[s][:, j] = score.bool().numpy().reshape(len(tasks), samples)
+                    im_valid[s][:, j] = ok_gate.numpy().reshape(len(tasks), samples)
+                    bar.update()
     bar.close()
     env.close()
+    extra: dict[str, Any] = {}
+    keep = start_ok.ravel()  # starts whose keyframe was reached (all of them from t=0)
+    if keyframe_chunk:
+        extra["keyframe"] = {
+            "chunk": keyframe_chunk,
+            "horizon": horizon,
+            "start_ok": start_ok.tolist(),
+            "starts_reached": int(keep.sum()),
+            "replay_max_state_diff": replay_diff,
+        }
+    if imag is not None:
+        flat = (len(tasks) * starts_per_task, samples)
+        extra["imagined"] = {
+            "world_round": world_round,
+            "mean_action_success": float(im_mean_ok.ravel()[keep].mean()) if keep.any() else float("nan"),
+            "mean_action_ok": im_mean_ok.tolist(),
+            "by_std": {
+                str(s): imagination_agreement(
+                    outcomes[s].reshape(flat)[keep], im_out[s].reshape(flat)[keep], im_valid[s].reshape(flat)[keep],
+                    mean_ok.ravel()[keep], im_mean_ok.ravel()[keep], group_size,
+                )
+                for s in stds
+            },
+            "outcomes": {str(s): im_out[s].astype(int).tolist() for s in stds},
+            "valid": {str(s): im_valid[s].astype(int).tolist() for s in stds},
+        }
+        extra["outcomes"] = {str(s): outcomes[s].astype(int).tolist() for s in stds}
+        imag.close()
     by_std = {}
     for s in stds:
-        row = summarize_counts(counts[s].ravel(), mean_ok.ravel(), samples, group_size)
+        row = summarize_counts(counts[s].ravel()[keep], mean_ok.ravel()[keep], samples, group_size)
         row["per_task"] = {
-            t: summarize_counts(counts[s][i], mean_ok[i], samples, group_size) for i, t in enumerate(tasks)
+            t: summarize_counts(counts[s][i][start_ok[i]], mean_ok[i][start_ok[i]], samples, group_size)
+            for i, t in enumerate(tasks)
         }
         by_std[str(s)] = row
     return {
         "seed": seed,
         "policy": str(pdir),
-        "mean_action_success": float(mean_ok.mean()),
-        "mean_action_success_per_task": {t: float(mean_ok[i].mean()) for i, t in enumerate(tasks)},
+        "mean_action_success": float(mean_ok.ravel()[keep].mean()) if keep.any() else float("nan"),
+        "mean_action_success_per_task": {
+            t: float(mean_ok[i][start_ok[i]].mean()) if start_ok[i].any() else float("nan")
+            for i, t in enumerate(tasks)
+        },
         "by_std": by_std,
         "counts": {str(s): counts[s].tolist() for s in stds},
         "mean_action_ok": mean_ok.tolist(),
         "real_env_steps": env_steps,
+        **extra,
     }
+
+
+def _start_ok(run: dict[str, Any]) -> np.ndarray:
+    """bool (tasks x starts,) of one run's result: the start's keyframe was reached."""
+    kf = run.get("keyframe")
+    return np.ravel(np.asarray(kf["start_ok"], bool)) if kf else np.ones(np.size(run["mean_action_ok"]), bool)
+
+
+def aggregate_imagined(per_run: dict[str, dict[str, Any]], stds: list[float], g: int) -> dict[str, Any]:
+    """Pool every run's starts into one :func:`imagination_agreement` per std."""
+    runs = list(per_run.values())
+    keep = np.concatenate([_start_ok(r) for r in runs])
+
+    def pooled(rows: list[Any], n: int | None) -> np.ndarray:
+        x = np.concatenate([np.asarray(x, bool).reshape(-1, n) if n else np.ravel(np.asarray(x, bool)) for x in rows])
+        return x[keep]
+
+    out = {}
+    for s in stds:
+        k = str(s)
+        n = int(np.shape(runs[0]["outcomes"][k])[-1])
+        out[k] = imagination_agreement(
+            pooled([r["outcomes"][k] for r in runs], n),
+            pooled([r["imagined"]["outcomes"][k] for r in runs], n),
+            pooled([r["imagined"]["valid"][k] for r in runs], n),
+            pooled([r["mean_action_ok"] for r in runs], None),
+            pooled([r["imagined"]["mean_action_ok"] for r in runs], None),
+            g,
+        )
+    return out
 
 
 def aggregate(per_run: dict[str, dict[str, Any]], stds: list[float], samples: int, g: int) -> dict[str, Any]:
     """Pool every run's starts per std (each start weighs the same)."""
     out = {}
+    keep = np.concatenate([_start_ok(r) for r in per_run.values()])
     for s in stds:
         counts = np.concatenate([np.ravel(r["counts"][str(s)]) for r in per_run.values()])
         ok = np.concatenate([np.ravel(r["mean_action_ok"]) for r in per_run.values()])
-        out[str(s)] = summarize_counts(counts, ok, samples, g)
+        out[str(s)] = summarize_counts(counts[keep], ok[keep], samples, g)
     return out
 
 
@@ -200,7 +561,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--starts-per-task", type=int, default=8)
     p.add_argument("--samples", type=int, default=16, help="sampled episodes per start and std")
     p.add_argument("--group-size", type=int, default=8, help="GRPO group size of the group figures")
-    p.add_argument("--quick", action="store_true", help="runs/imagination_lift_quick/seed_0, 2 starts, 4 samples")
+    p.add_argument(
+        "--imagined", action="store_true", help="also run the policy in each run's world model from the same starts"
+    )
+    p.add_argument("--world-round", type=int, default=0, help="world model as of this RL round (default 0)")
+    p.add_argument(
+        "--keyframe-chunk", type=int, default=0,
+        help="start at the mean action's state after this many chunks instead of t=0 (KIR-like keyframes)",
+    )
+    p.add_argument(
+        "--horizon", type=int, default=None,
+        help="chunks per episode (default: a full episode from t=0, the run's imagination horizon from a keyframe)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="runs/imagination_lift_quick/seed_0, 2 starts, 4 samples, --imagined"
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
@@ -212,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     if a.quick:
-        a.starts_per_task, a.samples, a.group_size, a.stds = 2, 4, 4, [0.1]
+        a.starts_per_task, a.samples, a.group_size, a.stds, a.imagined = 2, 4, 4, [0.1], True
     if a.runs is None:
         a.runs = (
             [Path("runs/imagination_lift_quick/seed_0")]
@@ -224,11 +599,17 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--stds {bad[0]} must be > 0")
     if a.starts_per_task < 1 or a.samples < 1:
         raise WmrlError(f"--starts-per-task {a.starts_per_task} and --samples {a.samples} must be >= 1")
+    if a.world_round < 0:
+        raise WmrlError(f"--world-round {a.world_round} must be >= 0")
+    if a.horizon is not None and a.horizon < 1:
+        raise WmrlError(f"--horizon {a.horizon} must be >= 1")
     t0 = time.perf_counter()
     per_run = {}
     for src in a.runs:
         per_run[src.name] = measure_run(
-            src, a.policy, a.stds, a.starts_per_task, a.samples, a.group_size, progress=not a.no_progress
+            src, a.policy, a.stds, a.starts_per_task, a.samples, a.group_size, progress=not a.no_progress,
+            imagined=a.imagined, world_round=a.world_round, keyframe_chunk=a.keyframe_chunk,
+            keyframe_horizon=a.horizon,
         )
     res = {
         "benchmark": "rl_headroom",
@@ -239,21 +620,34 @@ def main(argv: list[str] | None = None) -> int:
         "starts_per_task": a.starts_per_task,
         "samples": a.samples,
         "group_size": a.group_size,
+        "keyframe_chunk": a.keyframe_chunk,
+        "horizon": a.horizon,
         "mean_action_success": float(np.mean([r["mean_action_success"] for r in per_run.values()])),
         "by_std": aggregate(per_run, a.stds, a.samples, a.group_size),
+        **({"imagined": aggregate_imagined(per_run, a.stds, a.group_size)} if a.imagined else {}),
         "per_run": per_run,
         "real_env_steps": float(sum(r["real_env_steps"] for r in per_run.values())),
         "wall_time_s": time.perf_counter() - t0,
         "machine": environment_info(),
     }
     atomic_write_json(a.out, res)
-    print(f"mean action success {res['mean_action_success']:.3f}")
+    reached = sum(int(np.sum(_start_ok(r))) for r in per_run.values())
+    print(f"mean action success {res['mean_action_success']:.3f} ({reached} starts)")
     for s, row in res["by_std"].items():
         fs = row["failed_starts"]
         print(
             f"std {s}: sample success {row['sample_success']:.3f}, pass@k {row['pass_at_k']}, "
             f"group of {a.group_size} mixed {row['group']['mixed']:.3f}; of {fs['count']} starts the mean "
             f"action fails, learnable {fs['learnable']:.3f}, never solved in {a.samples} {fs['never_solved_in_n']:.3f}"
+        )
+    for s, row in res.get("imagined", {}).items():
+        adv, sm = row["advantage"], row["samples"]
+        print(
+            f"imagined, std {s}: mean action {row['mean_action']['imagined_success']:.3f} (agreement "
+            f"{row['mean_action']['agreement']:.3f}); samples {sm['imagined_success']:.3f} vs real "
+            f"{sm['real_success']:.3f}, agreement {sm['agreement']:.3f}, precision {sm['precision']:.3f}; "
+            f"start-rate pearson {row['start_rate_pearson']:.3f}; advantage cosine {adv['cosine']:.3f} "
+            f"(chance {adv['cosine_shuffled']['mean']:.3f}, p95 {adv['cosine_shuffled']['p95']:.3f})"
         )
     return 0
 

@@ -530,23 +530,8 @@ class Pipeline:
 
     # -- models
     def load_models(self, round_idx: int):
-        """World model and success model as of the start of RL round ``round_idx``."""
-        from rewards import ExecutabilityReward, SuccessRewardModel
-        from worldmodels import load_world_model
-
-        wm_dir = self.root / "world_model" / "model"
-        sm_dir = self.root / "rewards" / "success"
-        for r in range(round_idx, 0, -1):
-            if (self.root / f"round_{r}" / "world_model").exists():
-                wm_dir, sm_dir = (
-                    self.root / f"round_{r}" / "world_model",
-                    self.root / f"round_{r}" / "success",
-                )
-                break
-        wm = load_world_model(wm_dir).eval()
-        sm = SuccessRewardModel.from_pretrained(sm_dir).eval()
-        exe = ExecutabilityReward.from_pretrained(self.root / "rewards" / "executability")
-        return wm, sm, exe
+        """World model, success model and executability reward as of the start of RL round ``round_idx``."""
+        return round_models(self.root, round_idx)
 
     def policy_after(self, round_idx: int):
         from policies import load_policy
@@ -591,16 +576,7 @@ class Pipeline:
     def imagination_config(self):
         """The run's ``ImaginedEnvConfig``, with the calibrated success threshold (and persistence)
         once there is one."""
-        icfg = self.cfg.imagination_config()
-        cal = self.root / "round_0" / "success_calibration.json"
-        if self.cfg.success_calibration.episodes_per_task > 0 and cal.exists():
-            found = json.loads(cal.read_text())
-            icfg = dataclasses.replace(
-                icfg,
-                success_threshold=found["threshold"],
-                success_persistence=int(found.get("success_persistence", icfg.success_persistence)),
-            )
-        return icfg
+        return calibrated_imagination_config(self.root, self.cfg)
 
     def calibrate_success(self, wm: Any, sm: Any, exe: Any) -> dict:
         """Paired SFT episodes in both worlds -> the success threshold (written once, reused on resume)."""
@@ -804,6 +780,59 @@ class Pipeline:
         return summary
 
 
+
+# ---------------------------------------------------------------------------------------------- run folders
+def run_config_of(root: Path) -> RunConfig:
+    """The :class:`RunConfig` a run folder was made with (its ``config.yaml``), for reading the run.
+
+    The real-RL baseline's layout check is skipped (``real_rl_baseline=False``): runs made before
+    it was added laid that baseline out with fewer sub-envs, and reading them needs no baseline."""
+    from omegaconf import OmegaConf
+
+    from wmrl.config import to_dataclass
+
+    f = Path(root) / "config.yaml"
+    if not f.exists():
+        raise WmrlError(f"{f} not found; expected a wmrl run folder")
+    d = OmegaConf.to_container(OmegaConf.load(f), resolve=True)
+    if not isinstance(d, dict):
+        raise WmrlError(f"{f} is not a mapping; expected a wmrl run folder's config")
+    return to_dataclass({**d, "real_rl_baseline": False}, RunConfig)
+
+
+def round_models(root: Path, round_idx: int) -> tuple[Any, Any, Any]:
+    """``(world model, success model, executability reward)`` of run folder ``root`` as of the start
+    of RL round ``round_idx`` (the latest co-evolved world and success model before it)."""
+    from rewards import ExecutabilityReward, SuccessRewardModel
+    from worldmodels import load_world_model
+
+    root = Path(root)
+    wm_dir, sm_dir = root / "world_model" / "model", root / "rewards" / "success"
+    for r in range(round_idx, 0, -1):
+        if (root / f"round_{r}" / "world_model").exists():
+            wm_dir, sm_dir = root / f"round_{r}" / "world_model", root / f"round_{r}" / "success"
+            break
+    wm = load_world_model(wm_dir).eval()
+    sm = SuccessRewardModel.from_pretrained(sm_dir).eval()
+    exe = ExecutabilityReward.from_pretrained(root / "rewards" / "executability")
+    return wm, sm, exe
+
+
+def calibrated_imagination_config(root: Path, cfg: RunConfig):
+    """``cfg``'s ``ImaginedEnvConfig`` with the success threshold (and persistence) calibrated in
+    run folder ``root`` (``round_0/success_calibration.json``), once there is one."""
+    icfg = cfg.imagination_config()
+    cal = Path(root) / "round_0" / "success_calibration.json"
+    if cfg.success_calibration.episodes_per_task > 0 and cal.exists():
+        found = json.loads(cal.read_text())
+        icfg = dataclasses.replace(
+            icfg,
+            success_threshold=found["threshold"],
+            success_persistence=int(found.get("success_persistence", icfg.success_persistence)),
+        )
+    return icfg
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 def _motionplanning_demos(pipe: Any) -> dict:
     """Demos stage of ``demos.source=maniskill_motionplanning``: one ManiSkill task, successful
@@ -924,4 +953,13 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["Pipeline", "RunConfig", "load_run_config", "main", "atomic_write_text"]
+__all__ = [
+    "Pipeline",
+    "RunConfig",
+    "atomic_write_text",
+    "calibrated_imagination_config",
+    "load_run_config",
+    "main",
+    "round_models",
+    "run_config_of",
+]

@@ -476,6 +476,71 @@ def test_rl_headroom_counts_learnable_groups():
     assert row["group"]["all_success"] == pytest.approx((1 / 20 + 1) / 4)  # C(3,3)/C(6,3) and 1
 
 
+def test_imagination_agreement_reads_the_grpo_signal():
+    """benchmarks.rl_headroom.imagination_agreement: imagined outcomes equal to the real ones give
+    advantage cosine 1, inverted ones -1; gated-out samples carry no advantage; imagined signal on
+    groups the real simulator finds flat counts as noise; the shuffled chance level is near 0."""
+    from benchmarks.rl_headroom import imagination_agreement
+
+    rng = np.random.default_rng(0)
+    real = rng.random((40, 8)) < 0.5
+    ok = np.ones_like(real)
+    mean_ok = real[:, 0]
+    same = imagination_agreement(real, real, ok, mean_ok, mean_ok, group_size=4)
+    assert same["advantage"]["cosine"] == pytest.approx(1.0)
+    assert same["advantage"]["real_signal_recovered"] == pytest.approx(1.0)
+    assert same["samples"]["agreement"] == 1.0 and same["samples"]["precision"] == 1.0
+    assert same["start_rate_pearson"] == pytest.approx(1.0)
+    assert abs(same["advantage"]["cosine_shuffled"]["mean"]) < 0.1
+    assert same["advantage"]["imagined_energy_on_flat_real_groups"] == 0.0
+    flipped = imagination_agreement(real, ~real, ok, mean_ok, ~mean_ok, group_size=4)
+    assert flipped["advantage"]["cosine"] == pytest.approx(-1.0)
+    assert flipped["mean_action"]["agreement"] == 0.0
+    # gating out every imagined sample of a start leaves that start no imagined advantage
+    gated = ok.copy()
+    gated[:20] = False
+    half = imagination_agreement(real, real, gated, mean_ok, mean_ok, group_size=4)
+    assert half["samples"]["gated_out"] == pytest.approx(0.5)
+    assert 0.0 < half["advantage"]["real_signal_recovered"] < 1.0
+    # real groups flat (all fail), imagined ones mixed: all imagined signal is noise
+    flat_real = np.zeros((2, 4), bool)
+    flat_real[1] = [True, False, False, False]
+    imag = np.array([[True, False, True, False], [True, False, False, False]])
+    noise = imagination_agreement(flat_real, imag, np.ones_like(imag), flat_real[:, 0], imag[:, 0], 4, shuffles=0)
+    assert noise["advantage"]["imagined_energy_on_flat_real_groups"] == pytest.approx(0.5)
+    assert noise["start_categories"]["rows_real_cols_imagined"] == [[0, 1, 0], [0, 1, 0], [0, 0, 0]]
+    with pytest.raises(ValueError, match="share a"):
+        imagination_agreement(real, real[:, :4], ok, mean_ok, mean_ok, 4)
+
+
+def test_replayed_start_lands_on_the_recorded_keyframe():
+    """benchmarks.rl_headroom._ReplayedStart: resetting to the seeds and replaying a pass's actions one
+    step at a time reaches that pass's state (the simulator is deterministic), with the last frames,
+    proprio and environment states as the imagined env's context."""
+    import envs
+    from benchmarks.rl_headroom import _ReplayedStart
+    from envs.wrappers import ActionChunkWrapper
+
+    env = ActionChunkWrapper(envs.make_vec("PushCube-v0", 2, seed=0, image_size=32, autoreset_mode="same_step"), 4)
+    rng = np.random.default_rng(0)
+    acts = rng.uniform(-0.5, 0.5, (3, 2, 4, 7)).astype(np.float32)
+    env.reset(seed=[11, 12])
+    for a in acts:
+        obs, *_ = env.step(a)
+    want_state, want_env = obs["state"].copy(), env.unwrapped.environment_state().copy()
+    start = _ReplayedStart(env, [11, 12], ["PushCube-v0"] * 2, acts, keep=5)
+    obs2, _ = start.reset()
+    np.testing.assert_array_equal(obs2["state"], want_state)
+    ctx = start.context
+    assert ctx["frames"].shape == (2, 5, 32, 32, 3) and ctx["states"].shape[:2] == (2, 5)
+    np.testing.assert_array_equal(ctx["states"][:, -1], want_state)
+    np.testing.assert_array_equal(ctx["env_states"][:, -1], want_env)
+    assert not start.ended.any() and start.replayed_steps == 3 * 4 * 2
+    first, _ = _ReplayedStart(env, [11, 12], ["PushCube-v0"] * 2).reset()  # no prefix: the plain reset
+    np.testing.assert_array_equal(first["state"], env.reset(seed=[11, 12])[0]["state"])
+    env.close()
+
+
 def test_rl_headroom_needs_a_finished_run(tmp_path):
     from benchmarks.rl_headroom import main
 
@@ -483,3 +548,7 @@ def test_rl_headroom_needs_a_finished_run(tmp_path):
         main(["--runs", str(tmp_path / "nope"), "--out", str(tmp_path / "x.json")])
     with pytest.raises(WmrlError, match="--stds 0.0 must be > 0"):
         main(["--runs", str(tmp_path), "--stds", "0", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--horizon 0 must be >= 1"):
+        main(["--runs", str(tmp_path), "--horizon", "0", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--world-round -1 must be >= 0"):
+        main(["--runs", str(tmp_path), "--imagined", "--world-round", "-1", "--out", str(tmp_path / "x.json")])
