@@ -298,16 +298,17 @@ class _ReplayedStart:
         return getattr(self.env, name)
 
 
-def _imagined_env(src: Path, world_round: int, num_envs: int, horizon: int, chunk_size: int, tasks: list[str]):
-    """An ``ImaginedVectorEnv`` on run ``src``'s world of round ``world_round``, as its RL saw it
-    (calibrated success threshold, gate), for full episodes from real starts."""
+def _imagined_env(
+    src: Path, cfg: Any, world_round: int, num_envs: int, horizon: int, chunk_size: int, tasks: list[str]
+):
+    """An ``ImaginedVectorEnv`` on run ``src``'s (config ``cfg``) world of round ``world_round``, as
+    its RL saw it (calibrated success threshold, gate), for ``horizon``-chunk episodes from real starts."""
     import dataclasses
 
     from imagination.imagined_env import ImaginedVectorEnv
-    from imagination.pipeline import calibrated_imagination_config, round_models, run_config_of
+    from imagination.pipeline import calibrated_imagination_config, round_models
     from wmrl.data import load_trajectories
 
-    cfg = run_config_of(src)
     wm, sm, exe = round_models(src, world_round)
     icfg = dataclasses.replace(
         calibrated_imagination_config(src, cfg),
@@ -319,25 +320,6 @@ def _imagined_env(src: Path, world_round: int, num_envs: int, horizon: int, chun
     return ImaginedVectorEnv(
         wm, load_trajectories(src / "data"), success_model=sm, exec_reward=exe, task_ids=tasks, config=icfg
     )
-
-
-def _run_settings(src: Path) -> tuple[int, list[str], dict[str, Any]]:
-    """(seed, task ids, ``envs.make_vec`` kwargs) of a finished run folder, read from its config.yaml."""
-    from omegaconf import OmegaConf
-
-    import envs
-    from imagination.pipeline import RenderConfig
-    from wmrl.errors import WmrlError
-
-    f = src / "config.yaml"
-    if not f.exists():
-        raise WmrlError(f"{f} not found; expected a finished wmrl run folder")
-    cfg = OmegaConf.to_container(OmegaConf.load(f), resolve=True)
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("seed"), int):
-        raise WmrlError(f"{f} gives no integer seed; expected a wmrl run folder's config")
-    render = RenderConfig(**(cfg.get("render") or {}))
-    kwargs = {"image_size": int(cfg.get("image_size", 64)), **render.env_kwargs()}
-    return int(cfg["seed"]), envs.resolve_tasks(cfg.get("suite", "builtin")), kwargs
 
 
 def measure_run(
@@ -364,6 +346,7 @@ def measure_run(
     import envs
     from envs.wrappers import ActionChunkWrapper
     from imagination.grpo import trajectory_scores
+    from imagination.pipeline import run_config_of
     from imagination.rollout_buffer import collect_first_episodes
     from imagination.trainer_utils import set_exploration_std
     from policies import load_policy
@@ -371,7 +354,9 @@ def measure_run(
 
     if not 1 <= group_size <= samples:
         raise WmrlError(f"--group-size {group_size} must be in [1, --samples {samples}]")
-    seed, tasks, kwargs = _run_settings(src)
+    cfg = run_config_of(src)
+    seed, tasks = cfg.seed, envs.resolve_tasks(cfg.suite)
+    kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
     pdir = src / policy_subdir
     if not pdir.exists():
         raise WmrlError(f"policy folder {pdir} not found; expected a saved policy (e.g. sft/policy)")
@@ -386,13 +371,7 @@ def measure_run(
     full = envs.full_episode_chunks(tasks, policy.chunk_size)
     if not 0 <= keyframe_chunk < full:
         raise WmrlError(f"--keyframe-chunk {keyframe_chunk} must be in [0, {full}) (chunks of a full episode)")
-    horizon = full
-    if keyframe_chunk:
-        from imagination.pipeline import run_config_of
-
-        horizon = int(keyframe_horizon or run_config_of(src).imagination_config().horizon)
-    elif keyframe_horizon:
-        horizon = int(keyframe_horizon)
+    horizon = int(keyframe_horizon or (cfg.imagination_config().horizon if keyframe_chunk else full))
     task_of = np.repeat(np.arange(len(tasks)), samples)
     task_ids = [tasks[int(t)] for t in task_of]
     start_ok = np.ones((len(tasks), starts_per_task), bool)  # the start's keyframe was reached
@@ -403,7 +382,7 @@ def measure_run(
     outcomes = {s: np.zeros(shape, bool) for s in stds}  # real, per sample
     imag = None
     if imagined:
-        imag = _imagined_env(src, world_round, n, horizon, policy.chunk_size, tasks)
+        imag = _imagined_env(src, cfg, world_round, n, horizon, policy.chunk_size, tasks)
         im_out = {s: np.zeros(shape, bool) for s in stds}
         im_valid = {s: np.zeros(shape, bool) for s in stds}
         im_mean_ok = np.zeros((len(tasks), starts_per_task), bool)
