@@ -71,6 +71,17 @@ def _agreement(d: dict, std: str = "0.1") -> str:
             f"{_fmt(adv.get('cosine'))} (chance p95 {_fmt(_get(adv, 'cosine_shuffled.p95'))})")
 
 
+def _replay(d: dict, std: str = "0.1", key: str = "twin") -> str:
+    """rl_headroom replays of the real sampled groups (the pixel-noise twin, or the state model open
+    loop): success of the replay / real, per-sample agreement, per-start Pearson, advantage cosine."""
+    per_std = (d.get("twin" if key == "twin" else "imagined") or {}).get(std) or {}
+    row = per_std if key == "twin" else per_std.get("state_model_open_loop") or {}
+    sm, adv = row.get("samples") or {}, row.get("advantage") or {}
+    return (f"{_fmt(sm.get('imagined_success'))} / {_fmt(sm.get('real_success'))}; agreement "
+            f"{_fmt(sm.get('agreement'))}; Pearson {_fmt(row.get('start_rate_pearson'))}; cosine "
+            f"{_fmt(adv.get('cosine'))} (chance p95 {_fmt(_get(adv, 'cosine_shuffled.p95'))})")
+
+
 def _drift(d: dict) -> str:
     """wm_state_drift: closed-loop target-cube error at chunks 1 / 4 / 8 / final (cm), the resting
     cubes' imagined creep (cm), and state-rule success real / imagined."""
@@ -205,6 +216,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("rl_headroom_imagined_round2.json", "same, the world model after 2 co-evolution rounds", _agreement, ""),
     ("rl_headroom_imagined_kf3.json", "same, round-0 world, from keyframes: the mean action's real state after 3 "
      "chunks, 8-chunk episodes (the run's imagination horizon)", _agreement, ""),
+    ("rl_headroom_imagined_objdyn.json", "same as rl_headroom_imagined.json, the world model's cubes moved by the "
+     "state-space object model (worldmodels.object_dynamics, fitted on the run's demos)", _agreement, ""),
+    ("rl_headroom_imagined_objdyn_kf3.json", "same, from the keyframes after 3 chunks", _agreement, ""),
+    ("rl_headroom_imagined_objdyn_arm.json", "same as rl_headroom_imagined.json, the object model with an arm "
+     "model: cubes and proprio from the state-space model", _agreement, ""),
+    ("rl_headroom_imagined_objdyn_arm.json", "that arm-and-object model alone, replaying the real sampled actions "
+     "open loop: success / real; agreement; Pearson; advantage cosine", lambda d: _replay(d, key="state"), ""),
+    ("rl_headroom_imagined_objdyn_arm_kf3.json", "same arm-and-object world, from the keyframes after 3 chunks",
+     _agreement, ""),
+    ("rl_headroom_imagined_objdyn_arm_kf3.json", "that model alone, open loop, from the keyframes",
+     lambda d: _replay(d, key="state"), ""),
+    ("rl_headroom_twin.json", "ceiling: the real sim again, the policy's frames with pixel noise sigma 2 (same "
+     "action noise): success twin / real; agreement; Pearson; advantage cosine", _replay, ""),
+    ("rl_headroom_twin_kf3.json", "same ceiling, from the keyframes after 3 chunks", _replay, ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
@@ -255,6 +280,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_fmt(_get(d, f"ablations.{k}.imagination_rl_success"))
                           for k in ("kir_off", "gating_off", "it128", "it128_kl", "std05_ep4")),
      ""),
+    ("imagination_lift_state_odarm.json", "same runs, round 0 again in the world with the arm-and-object state model "
+     "attached (--variant odarm object_dynamics.enabled=true object_dynamics.arm=true): SFT -> after RL in imagination",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(_get(d, 'ablations.odarm.imagination_rl_success'))}", ">= SFT + 0.30"),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",

@@ -6,6 +6,8 @@ Usage::
         [--starts-per-task 8] [--samples 16] [--group-size 8] [--policy sft/policy] --out FILE.json
     python -m benchmarks.rl_headroom --runs ... --stds 0.1 --imagined [--world-round R] [--keyframe-chunk C]
         --out FILE.json
+    python -m benchmarks.rl_headroom --runs ... --stds 0.1 --imagined --object-dynamics NAME --out FILE.json
+    python -m benchmarks.rl_headroom --runs ... --stds 0.1 --twin-pixel-noise 2 --out FILE.json
     python -m benchmarks.rl_headroom --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 GRPO scores a trajectory by its success and normalises within a group that shares a start, so a
@@ -33,6 +35,14 @@ the cosine between the imagined and the real group-relative advantages of the sa
 policy's mean action stands after ``C`` chunks (the simulator replays those actions exactly; the
 imagined context is the real frames of the way there), for ``--horizon`` chunks (default: the
 run's imagination horizon), as keyframe-initialized rollouts start imagined episodes.
+``--object-dynamics NAME`` attaches the state-space object model in each run's folder ``NAME``
+(``python -m worldmodels.object_dynamics --data RUN/data --out RUN/NAME``) to the world model: the
+cubes of the imagined episodes (and so the state-rule success) then move by it; a model with an arm
+(``--arm``) also gives the proprio, and replays every real sample's actions alone, open loop
+(``imagined.<std>.state_model_open_loop``: the dynamics without the policy's closed loop).
+``--twin-pixel-noise SIGMA`` replays every sampled group in the real simulator once more, the policy
+seeing its frames with SIGMA uint8 levels of Gaussian noise and drawing the same action noise
+(``twin``): the agreement a world model right up to such a change could reach at best.
 
 Read-only on the run folders; nothing is trained.
 """
@@ -251,6 +261,30 @@ class _NoiseFrom:
         return getattr(self.policy, name)
 
 
+class _PixelNoise:
+    """A policy that sees the frames with independent Gaussian noise of ``sigma`` uint8 levels
+    added (rounded, clipped): a twin of the real simulator whose only difference from it is an
+    imperceptible change of what the policy sees. Its noise comes from its own numpy generator."""
+
+    def __init__(self, policy: Any, sigma: float, seed: int):
+        self.policy, self.sigma = policy, float(sigma)
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: Any, instructions: list[str], deterministic: bool = False) -> Any:
+        import torch
+
+        seen = dict(obs)
+        for key, v in obs.items():
+            if "image" in key:
+                x = v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+                noisy = np.clip(np.rint(x.astype(np.float32) + self.rng.normal(0.0, self.sigma, x.shape)), 0, 255)
+                seen[key] = torch.from_numpy(noisy.astype(x.dtype)) if isinstance(v, torch.Tensor) else noisy.astype(x.dtype)
+        return self.policy.act(seen, instructions, deterministic=deterministic)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+
 class _ReplayedStart:
     """A real chunked env (``ActionChunkWrapper``) whose ``reset`` resets every sub-env to its seed
     and replays ``prefix`` (float32 ``(C, N, K, A)``, the actions a deterministic pass took from
@@ -298,11 +332,50 @@ class _ReplayedStart:
         return getattr(self.env, name)
 
 
+def _state_model_outcomes(model: Any, context: dict[str, Any], batch: Any, task_ids: list[str]) -> np.ndarray:
+    """bool ``(N,)``: did the task's rule hold at any valid step when an arm-and-object
+    ``ObjectDynamics`` replays a real pass's sampled actions (``batch.actions`` ``(T, N, K, A)``,
+    clipped to [-1, 1] as the simulator clips them) open loop from the real start ``context``
+    (``_ReplayedStart.context``)? The dynamics alone, without the frames the policy acts on."""
+    import torch
+
+    from envs.tabletop.environment_state import success_from_environment_state
+
+    o3 = 3 * model.config.num_objects
+    states = torch.as_tensor(np.asarray(context["states"], np.float32))  # (N, T', P)
+    env = np.asarray(context["env_states"], np.float32)  # (N, T', E)
+    before = -2 if states.shape[1] > 1 else -1
+    now, prev = states[:, -1], states[:, before]
+    objs = torch.as_tensor(env[:, -1, :o3]).unflatten(-1, (-1, 3))
+    objs_prev = torch.as_tensor(env[:, before, :o3]).unflatten(-1, (-1, 3))
+    env_now = env[:, -1].copy()
+    hit = np.zeros(len(task_ids), bool)
+    with torch.no_grad():
+        for t in range(batch.num_steps):
+            acts = batch.actions[t].float().clamp(-1.0, 1.0)  # (N, K, A)
+            props, moved = model.rollout(now[:, None], acts, objs, objs_prev, prev)
+            valid = batch.valid[t].numpy()
+            for k in range(acts.shape[1]):
+                env_now[:, :o3] = moved[:, k].flatten(1).numpy()
+                hit |= valid & success_from_environment_state(task_ids, props[:, k].numpy(), env_now)
+            prev, now = (props[:, -2] if acts.shape[1] > 1 else now), props[:, -1]
+            objs_prev, objs = (moved[:, -2] if acts.shape[1] > 1 else objs), moved[:, -1]
+    return hit
+
+
 def _imagined_env(
-    src: Path, cfg: Any, world_round: int, num_envs: int, horizon: int, chunk_size: int, tasks: list[str]
+    src: Path,
+    cfg: Any,
+    world_round: int,
+    num_envs: int,
+    horizon: int,
+    chunk_size: int,
+    tasks: list[str],
+    object_dynamics: str | None = None,
 ):
     """An ``ImaginedVectorEnv`` on run ``src``'s (config ``cfg``) world of round ``world_round``, as
-    its RL saw it (calibrated success threshold, gate), for ``horizon``-chunk episodes from real starts."""
+    its RL saw it (calibrated success threshold, gate), for ``horizon``-chunk episodes from real starts;
+    with ``object_dynamics`` (a folder inside ``src``) that object model attached to the world model."""
     import dataclasses
 
     from imagination.imagined_env import ImaginedVectorEnv
@@ -310,6 +383,10 @@ def _imagined_env(
     from wmrl.data import load_trajectories
 
     wm, sm, exe = round_models(src, world_round)
+    if object_dynamics:
+        from worldmodels.object_dynamics import ObjectDynamics
+
+        wm.attach_object_dynamics(ObjectDynamics.from_pretrained(src / object_dynamics))
     icfg = dataclasses.replace(
         calibrated_imagination_config(src, cfg),
         num_envs=num_envs,
@@ -334,12 +411,17 @@ def measure_run(
     world_round: int = 0,
     keyframe_chunk: int = 0,
     keyframe_horizon: int | None = None,
+    object_dynamics: str | None = None,
+    twin_pixel_noise: float = 0.0,
 ) -> dict[str, Any]:
     """Headroom of one run folder's policy (and with ``imagined``, the agreement of its world model of
     round ``world_round`` on the same starts); see the module docstring. ``keyframe_chunk`` C > 0
     starts every episode at a keyframe instead of t=0: where the policy's mean action stands after C
     chunks from the real start (starts where that episode ended sooner are left out), for
-    ``keyframe_horizon`` chunks (default: the run's imagination horizon)."""
+    ``keyframe_horizon`` chunks (default: the run's imagination horizon). ``object_dynamics``: see :func:`_imagined_env`. ``twin_pixel_noise`` > 0 also runs every sampled
+    group once more in the real simulator, the policy seeing the frames with that much pixel noise
+    (:class:`_PixelNoise`) and drawing the same action noise: the agreement ceiling of a world
+    that is right up to an imperceptible change of the frames."""
     import torch
     from tqdm.auto import tqdm
 
@@ -382,13 +464,20 @@ def measure_run(
     outcomes = {s: np.zeros(shape, bool) for s in stds}  # real, per sample
     imag = None
     if imagined:
-        imag = _imagined_env(src, cfg, world_round, n, horizon, policy.chunk_size, tasks)
+        imag = _imagined_env(src, cfg, world_round, n, horizon, policy.chunk_size, tasks, object_dynamics)
         im_out = {s: np.zeros(shape, bool) for s in stds}
         im_valid = {s: np.zeros(shape, bool) for s in stds}
         im_mean_ok = np.zeros((len(tasks), starts_per_task), bool)
+    twin_out = {st: np.zeros(shape, bool) for st in stds} if twin_pixel_noise > 0 else None
+    state_model, state_out = None, None
+    if imagined and object_dynamics:
+        from worldmodels.object_dynamics import ObjectDynamics
+
+        state_model = ObjectDynamics.from_pretrained(src / object_dynamics)
+        state_out = {st: np.zeros(shape, bool) for st in stds} if state_model.config.arm else None
     env_steps = 0.0
     bar = tqdm(
-        total=starts_per_task * (1 + len(stds)) * (2 if imagined else 1),
+        total=starts_per_task * (1 + len(stds)) * (2 if imagined else 1) + starts_per_task * len(stds) * (twin_out is not None),
         desc=f"headroom {src.name}",
         disable=not progress,
     )
@@ -429,6 +518,9 @@ def measure_run(
                 ok = (b.success & b.valid).any(0).numpy()
                 counts[s][:, j] = ok.reshape(len(tasks), samples).sum(1)
                 outcomes[s][:, j] = ok.reshape(len(tasks), samples)
+                if state_out is not None:  # the arm-and-object model replays these actions open loop
+                    hit = _state_model_outcomes(state_model, start.context, b, task_ids)
+                    state_out[s][:, j] = hit.reshape(len(tasks), samples)
                 env_steps += float(b.executed.sum()) + start.replayed_steps
                 bar.update()
                 if imag is not None:  # the same noise draws as the real pass, from the same start
@@ -436,6 +528,12 @@ def measure_run(
                     score, ok_gate, _ = trajectory_scores(bi, "success", imag.config.gate)
                     im_out[s][:, j] = score.bool().numpy().reshape(len(tasks), samples)
                     im_valid[s][:, j] = ok_gate.numpy().reshape(len(tasks), samples)
+                    bar.update()
+                if twin_out is not None:  # the real simulator again, the frames a little noisy
+                    twin = _PixelNoise(_NoiseFrom(policy, rng_before), twin_pixel_noise, seed=10_000 * seed + j)
+                    bt = collect_first_episodes(start, twin, horizon)
+                    twin_out[s][:, j] = (bt.success & bt.valid).any(0).numpy().reshape(len(tasks), samples)
+                    env_steps += float(bt.executed.sum()) + start.replayed_steps
                     bar.update()
     bar.close()
     env.close()
@@ -453,6 +551,7 @@ def measure_run(
         flat = (len(tasks) * starts_per_task, samples)
         extra["imagined"] = {
             "world_round": world_round,
+            "object_dynamics": object_dynamics,
             "mean_action_success": float(im_mean_ok.ravel()[keep].mean()) if keep.any() else float("nan"),
             "mean_action_ok": im_mean_ok.tolist(),
             "by_std": {
@@ -465,8 +564,14 @@ def measure_run(
             "outcomes": {str(s): im_out[s].astype(int).tolist() for s in stds},
             "valid": {str(s): im_valid[s].astype(int).tolist() for s in stds},
         }
+        if state_out is not None:
+            extra["imagined"]["state_model_open_loop_outcomes"] = {str(s): state_out[s].astype(int).tolist() for s in stds}
         extra["outcomes"] = {str(s): outcomes[s].astype(int).tolist() for s in stds}
         imag.close()
+    if twin_out is not None:
+        flat = (len(tasks) * starts_per_task, samples)
+        extra["twin"] = {"pixel_noise": twin_pixel_noise, "outcomes": {str(s): twin_out[s].astype(int).tolist() for s in stds}}
+        extra["outcomes"] = {str(s): outcomes[s].astype(int).tolist() for s in stds}
     by_std = {}
     for s in stds:
         row = summarize_counts(counts[s].ravel()[keep], mean_ok.ravel()[keep], samples, group_size)
@@ -518,7 +623,31 @@ def aggregate_imagined(per_run: dict[str, dict[str, Any]], stds: list[float], g:
             pooled([r["imagined"]["mean_action_ok"] for r in runs], None),
             g,
         )
+        if all("state_model_open_loop_outcomes" in r["imagined"] for r in runs):
+            other = [r["imagined"]["state_model_open_loop_outcomes"][k] for r in runs]
+            out[k]["state_model_open_loop"] = _replay_agreement(runs, other, k, g)
     return out
+
+
+def _replay_agreement(runs: list[dict[str, Any]], other: list[Any], k: str, g: int) -> dict[str, Any]:
+    """:func:`imagination_agreement` of the pooled real outcomes of std ``k`` with ``other`` (one
+    ``(tasks, starts, n)`` outcome list per run, every sample valid), without the mean-action part
+    (these replays play no mean action)."""
+    keep = np.concatenate([_start_ok(r) for r in runs])
+    n = int(np.shape(runs[0]["outcomes"][k])[-1])
+    real = np.concatenate([np.asarray(r["outcomes"][k], bool).reshape(-1, n) for r in runs])[keep]
+    rep = np.concatenate([np.asarray(x, bool).reshape(-1, n) for x in other])[keep]
+    ok = np.zeros(len(real), bool)
+    row = imagination_agreement(real, rep, np.ones_like(rep), ok, ok, g)
+    row.pop("mean_action")
+    return row
+
+
+def aggregate_twin(per_run: dict[str, dict[str, Any]], stds: list[float], g: int) -> dict[str, Any]:
+    """Pool every run's starts into one agreement of the pixel-noise twin with the real outcomes per
+    std (:func:`_replay_agreement`)."""
+    runs = list(per_run.values())
+    return {str(s): _replay_agreement(runs, [r["twin"]["outcomes"][str(s)] for r in runs], str(s), g) for s in stds}
 
 
 def aggregate(per_run: dict[str, dict[str, Any]], stds: list[float], samples: int, g: int) -> dict[str, Any]:
@@ -553,6 +682,15 @@ def main(argv: list[str] | None = None) -> int:
         help="chunks per episode (default: a full episode from t=0, the run's imagination horizon from a keyframe)",
     )
     p.add_argument(
+        "--object-dynamics", default=None, metavar="NAME",
+        help="with --imagined: attach the object-dynamics model in folder NAME of each run to its world model",
+    )
+    p.add_argument(
+        "--twin-pixel-noise", type=float, default=0.0, metavar="SIGMA",
+        help="also replay every sampled group in the real sim with SIGMA uint8 levels of pixel noise "
+        "on the policy's frames (the agreement ceiling of a world that is right up to such noise)",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="runs/imagination_lift_quick/seed_0, 2 starts, 4 samples, --imagined"
     )
     p.add_argument("--no-progress", action="store_true")
@@ -580,6 +718,10 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--starts-per-task {a.starts_per_task} and --samples {a.samples} must be >= 1")
     if a.world_round < 0:
         raise WmrlError(f"--world-round {a.world_round} must be >= 0")
+    if a.object_dynamics and not a.imagined:
+        raise WmrlError("--object-dynamics changes the imagined world; it needs --imagined")
+    if a.twin_pixel_noise < 0:
+        raise WmrlError(f"--twin-pixel-noise {a.twin_pixel_noise} must be >= 0 (uint8 levels)")
     if a.horizon is not None and a.horizon < 1:
         raise WmrlError(f"--horizon {a.horizon} must be >= 1")
     t0 = time.perf_counter()
@@ -588,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
         per_run[src.name] = measure_run(
             src, a.policy, a.stds, a.starts_per_task, a.samples, a.group_size, progress=not a.no_progress,
             imagined=a.imagined, world_round=a.world_round, keyframe_chunk=a.keyframe_chunk,
-            keyframe_horizon=a.horizon,
+            keyframe_horizon=a.horizon, object_dynamics=a.object_dynamics, twin_pixel_noise=a.twin_pixel_noise,
         )
     res = {
         "benchmark": "rl_headroom",
@@ -601,9 +743,12 @@ def main(argv: list[str] | None = None) -> int:
         "group_size": a.group_size,
         "keyframe_chunk": a.keyframe_chunk,
         "horizon": a.horizon,
+        "object_dynamics": a.object_dynamics,
         "mean_action_success": float(np.mean([r["mean_action_success"] for r in per_run.values()])),
         "by_std": aggregate(per_run, a.stds, a.samples, a.group_size),
         **({"imagined": aggregate_imagined(per_run, a.stds, a.group_size)} if a.imagined else {}),
+        "twin_pixel_noise": a.twin_pixel_noise,
+        **({"twin": aggregate_twin(per_run, a.stds, a.group_size)} if a.twin_pixel_noise > 0 else {}),
         "per_run": per_run,
         "real_env_steps": float(sum(r["real_env_steps"] for r in per_run.values())),
         "wall_time_s": time.perf_counter() - t0,
@@ -627,6 +772,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{sm['real_success']:.3f}, agreement {sm['agreement']:.3f}, precision {sm['precision']:.3f}; "
             f"start-rate pearson {row['start_rate_pearson']:.3f}; advantage cosine {adv['cosine']:.3f} "
             f"(chance {adv['cosine_shuffled']['mean']:.3f}, p95 {adv['cosine_shuffled']['p95']:.3f})"
+        )
+    replays = [(f"state model open loop (the real sampled actions), std {s}", row["state_model_open_loop"])
+               for s, row in res.get("imagined", {}).items() if "state_model_open_loop" in row]
+    replays += [(f"real twin (pixel noise {a.twin_pixel_noise}), std {s}", row) for s, row in res.get("twin", {}).items()]
+    for label, row in replays:
+        adv, sm = row["advantage"], row["samples"]
+        print(
+            f"{label}: samples {sm['imagined_success']:.3f} vs real {sm['real_success']:.3f}, agreement "
+            f"{sm['agreement']:.3f}; start-rate pearson {row['start_rate_pearson']:.3f}; advantage cosine "
+            f"{adv['cosine']:.3f} (chance p95 {adv['cosine_shuffled']['p95']:.3f})"
         )
     return 0
 

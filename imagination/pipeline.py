@@ -36,6 +36,8 @@ import torch
 from wmrl.errors import ConfigError, WmrlError
 from wmrl.io import atomic_write_json, atomic_write_text
 
+RUN_OBJECT_DYNAMICS = "object_dynamics"  # the run folder's fitted object model (object_dynamics.enabled)
+
 
 # ---------------------------------------------------------------------------------------------- config
 @dataclass
@@ -189,6 +191,9 @@ class RunConfig:
         real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size, one group per
             task at least: see :func:`rl_task_layout`).
         videos: real | imagined videos written in the report.
+        object_dynamics: ``enabled`` (fit a :class:`worldmodels.object_dynamics.ObjectDynamics` on
+            the demos after the world model, in ``object_dynamics/``, and attach it to every world
+            model RL in imagination uses) + its ``ObjectDynamicsConfig`` fields (e.g. ``arm``, ``steps``).
     """
 
     run_dir: str = "runs/run"
@@ -212,6 +217,7 @@ class RunConfig:
     real_rl_baseline: bool = True
     real_rl_num_envs: int = 48
     videos: int = 2
+    object_dynamics: dict = field(default_factory=lambda: {"enabled": False})
 
     def __post_init__(self) -> None:
         if isinstance(self.suite, (list, tuple)):
@@ -248,6 +254,24 @@ class RunConfig:
                 raise ConfigError(f"world_model.env_state_dim={env_dim} is for the built-in suite; suite="
                                   f"{self.suite!r} runs on {', '.join(other)}, whose demos record no environment state")
         self.coevolution_config()
+        od = self.object_dynamics_config()
+        if od is not None and env_dim != 3 * od.num_objects:
+            raise ConfigError(
+                f"object_dynamics.enabled moves {od.num_objects} objects: set world_model.env_state_dim="
+                f"{3 * od.num_objects} (got {env_dim})"
+            )
+
+    def object_dynamics_config(self):
+        """The ``ObjectDynamicsConfig`` of ``object_dynamics`` (seeded by the run), None when not enabled."""
+        from wmrl.config import to_dataclass
+        from worldmodels.object_dynamics import ObjectDynamicsConfig
+
+        d = dict(self.object_dynamics)
+        enabled = d.pop("enabled", False)
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"object_dynamics.enabled={enabled!r}; expected true or false")
+        cfg = to_dataclass({"seed": self.seed, **d}, ObjectDynamicsConfig, where="object_dynamics.")
+        return cfg if enabled else None
 
     def other_backends(self) -> list[str]:
         """The suite's backends other than the built-in one (``mujoco``), sorted."""
@@ -410,6 +434,15 @@ class Pipeline:
         _, info = train_world_model(tcfg, tr, te, progress=self.progress)
         return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
+    def s_object_dynamics(self) -> dict:
+        from worldmodels.object_dynamics import fit_object_dynamics
+
+        traj = self.trajectories()
+        cfg = dataclasses.replace(self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]))
+        model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress)
+        model.save_pretrained(self.root / RUN_OBJECT_DYNAMICS, metrics)
+        return metrics
+
     def s_rewards(self) -> dict:
         from rewards import (
             ExecutabilityReward,
@@ -530,8 +563,11 @@ class Pipeline:
 
     # -- models
     def load_models(self, round_idx: int):
-        """World model, success model and executability reward as of the start of RL round ``round_idx``."""
-        return round_models(self.root, round_idx)
+        """World model, success model and executability reward as of the start of RL round ``round_idx``
+        (the world model with the run's object dynamics attached when ``object_dynamics.enabled``)."""
+        return round_models(
+            self.root, round_idx, self.root / RUN_OBJECT_DYNAMICS if self.cfg.object_dynamics_config() else None
+        )
 
     def policy_after(self, round_idx: int):
         from policies import load_policy
@@ -767,6 +803,8 @@ class Pipeline:
         self.stage("demos", self.s_demos)
         self.check_demo_render()
         self.stage("world_model", self.s_world_model)
+        if cfg.object_dynamics_config() is not None:
+            self.stage("object_dynamics", self.s_object_dynamics)
         self.stage("rewards", self.s_rewards)
         self.stage("sft", self.s_sft)
         self.stage("eval_sft", lambda: self.evaluate(self.policy_after(-1), "sft"))
@@ -800,9 +838,10 @@ def run_config_of(root: Path) -> RunConfig:
     return to_dataclass({**d, "real_rl_baseline": False}, RunConfig)
 
 
-def round_models(root: Path, round_idx: int) -> tuple[Any, Any, Any]:
+def round_models(root: Path, round_idx: int, object_dynamics: Path | None = None) -> tuple[Any, Any, Any]:
     """``(world model, success model, executability reward)`` of run folder ``root`` as of the start
-    of RL round ``round_idx`` (the latest co-evolved world and success model before it)."""
+    of RL round ``round_idx`` (the latest co-evolved world and success model before it); with
+    ``object_dynamics`` (a folder written by ``ObjectDynamics.save_pretrained``) that model attached."""
     from rewards import ExecutabilityReward, SuccessRewardModel
     from worldmodels import load_world_model
 
@@ -813,6 +852,10 @@ def round_models(root: Path, round_idx: int) -> tuple[Any, Any, Any]:
             wm_dir, sm_dir = root / f"round_{r}" / "world_model", root / f"round_{r}" / "success"
             break
     wm = load_world_model(wm_dir).eval()
+    if object_dynamics is not None:
+        from worldmodels.object_dynamics import ObjectDynamics
+
+        wm.attach_object_dynamics(ObjectDynamics.from_pretrained(object_dynamics))
     sm = SuccessRewardModel.from_pretrained(sm_dir).eval()
     exe = ExecutabilityReward.from_pretrained(root / "rewards" / "executability")
     return wm, sm, exe

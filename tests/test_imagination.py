@@ -964,3 +964,107 @@ def test_real_rl_baseline_gives_every_task_a_group():
     cfg = load_run_config([], "run")  # the main job's default covers the whole built-in suite
     builtin = envs.resolve_tasks(cfg.suite)
     assert set(rl_task_layout(builtin, cfg.real_rl_num_envs, cfg.rl["group_size"])) == set(builtin)
+
+
+def test_object_dynamics_learns_real_pushes_and_moves_the_world_models_cubes(data, tmp_path):
+    """The state-space object model beats "the cube stays put" on held-out real pushes, keeps parked
+    cubes still, and, attached to a world model, replaces its predicted cube poses by its own rollout
+    on the predicted proprio; it is saved and loaded with the world model."""
+    from dataclasses import replace
+
+    from worldmodels import load_world_model, make_world_model
+    from worldmodels.modeling_common import WorldModelInputError, model_states
+    from worldmodels.object_dynamics import (
+        ObjectDynamics,
+        ObjectDynamicsConfig,
+        _tensors,
+        fit_object_dynamics,
+        one_step_error,
+        transitions,
+    )
+
+    cfg = ObjectDynamicsConfig(steps=300, batch_size=256, hidden=64, layers=2, lr=3e-3, test_fraction=0.25)
+    od, metrics = fit_object_dynamics(data, cfg, progress=False)
+    assert metrics["test_episodes"] == 3 and metrics["train_transitions"] > 0
+    assert metrics["one_step_error_moving_mean_m"] < metrics["stay_put_error_moving_mean_m"], metrics
+    fit = one_step_error(od, _tensors(transitions(data, cfg, np.arange(data.num_episodes))))
+    assert fit["one_step_error_moving_mean_m"] < 0.5 * fit["stay_put_error_moving_mean_m"], fit
+    assert np.isfinite(metrics["open_loop_error_step_16_m"])
+    objs = torch.tensor([[[0.0, 0.0, 0.02], [0.7, -3.0, 0.025], [0.1, 0.1, 0.02]]])  # the 2nd is parked
+    s = torch.zeros(1, 8)
+    nxt = od(s, s, torch.ones(1, 7), objs, objs)
+    assert nxt.shape == (1, 3, 3) and torch.equal(nxt[0, 1], objs[0, 1])
+
+    torch.manual_seed(0)
+    m = make_world_model("deterministic", image_size=SIZE, context_frames=2, chunk_size=2,
+                         block_out_channels=[16, 32], head_hidden=32, autocast_bf16=False, env_state_dim=9)
+    full = model_states(data, m.config)
+    m.fit_stats(full, data.actions, data.rewards)
+    m.eval()
+    act = np.random.default_rng(0).uniform(-1, 1, (1, 2, 7)).astype(np.float32)
+    ctx = m.init_context(data.images[None, 3:5], full[None, 3:5])
+    plain = m.step(ctx, act).states
+    m.attach_object_dynamics(od)
+    out = m.step(ctx, act).states
+    torch.testing.assert_close(out[..., :8], plain[..., :8])  # the proprio stays the pixel model's
+    prop = torch.cat([torch.from_numpy(full[None, 4:5, :8]), plain[..., :8]], dim=1)
+    cubes = torch.from_numpy(full[None, 3:5, 8:]).view(1, 2, 3, 3)
+    want = od.rollout(prop, torch.from_numpy(act), cubes[:, 1], cubes[:, 0])[1].flatten(2)
+    torch.testing.assert_close(out[..., 8:], want, atol=1e-5, rtol=1e-5)
+    m.save_pretrained(tmp_path / "wm")
+    back = load_world_model(tmp_path / "wm")
+    assert isinstance(back.object_dynamics, ObjectDynamics)
+    assert not any(k.startswith("object_dynamics") for k in back.state_dict())
+    torch.testing.assert_close(back.step(back.init_context(data.images[None, 3:5], full[None, 3:5]), act).states, out)
+    # with an arm model the proprio is the object model's too, stepped from the real context
+    arm, arm_metrics = fit_object_dynamics(data, replace(cfg, arm=True, steps=400), progress=False)
+    assert arm_metrics["arm_one_step_tcp_error_mean_m"] < arm_metrics["arm_constant_velocity_tcp_error_mean_m"]
+    m.attach_object_dynamics(arm)
+    out = m.step(ctx, act).states
+    prop, cubes_next = arm.rollout(torch.from_numpy(full[None, 4:5, :8]), torch.from_numpy(act), cubes[:, 1],
+                                   cubes[:, 0], torch.from_numpy(full[None, 3, :8]))
+    torch.testing.assert_close(out, torch.cat([prop, cubes_next.flatten(2)], -1), atol=1e-5, rtol=1e-5)
+    with pytest.raises(WorldModelInputError, match="proprio_dim=5"):
+        m.attach_object_dynamics(ObjectDynamics(replace(cfg, arm=True, proprio_dim=5)))
+
+    with pytest.raises(WorldModelInputError, match="needs env_state_dim=9"):
+        make_world_model("deterministic", image_size=SIZE, block_out_channels=[16, 32]).attach_object_dynamics(od)
+    with pytest.raises(DatasetError, match="environment_state"):
+        fit_object_dynamics(replace(data, env_states=None), cfg, progress=False)
+    with pytest.raises(ConfigError, match="reach=0"):
+        ObjectDynamicsConfig(reach=0)
+    (tmp_path / "wm" / "object_dynamics" / "model.safetensors").write_bytes(b"garbage")
+    from wmrl.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_world_model(tmp_path / "wm")
+
+
+def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
+    """`object_dynamics.enabled=true`: a stage after the world model fits the object model on the
+    demos (resumable like the others) and every world model RL in imagination loads carries it."""
+    from imagination.pipeline import Pipeline, load_run_config
+    from worldmodels.object_dynamics import ObjectDynamics
+
+    cfg = load_run_config(
+        [
+            f"run_dir={tmp_path / 'run'}", "suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4",
+            "world_model_train.steps=4", "world_model_train.videos=0", "rewards.idm_steps=4",
+            "rewards.success_steps=4", "rewards.imagined_random_failures=4", "world_model.env_state_dim=9",
+            "object_dynamics.enabled=true", "object_dynamics.arm=true", "+object_dynamics.steps=20",
+            "+object_dynamics.batch_size=64", "+object_dynamics.hidden=32", "+object_dynamics.test_fraction=0.25",
+        ],
+        "run_quick",
+    )
+    pipe = Pipeline(cfg, progress=False)
+    for name in ("demos", "world_model", "object_dynamics", "rewards"):
+        pipe.stage(name, getattr(pipe, f"s_{name}"))
+    fit = pipe.done("object_dynamics")
+    assert fit["train_transitions"] > 0 and np.isfinite(fit["arm_one_step_tcp_error_mean_m"])
+    wm = pipe.load_models(0)[0]
+    assert isinstance(wm.object_dynamics, ObjectDynamics) and wm.object_dynamics.config.arm
+    assert wm.object_dynamics.config.steps == 20 and wm.object_dynamics.config.proprio_dim == 8
+    off = load_run_config([f"run_dir={tmp_path / 'run'}", "world_model.env_state_dim=9"], "run_quick")
+    assert off.object_dynamics_config() is None and Pipeline(off, progress=False).load_models(0)[0].object_dynamics is None
+    with pytest.raises(ConfigError, match="set world_model.env_state_dim=9"):
+        load_run_config(["object_dynamics.enabled=true"], "run_quick")

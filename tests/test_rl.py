@@ -552,3 +552,38 @@ def test_rl_headroom_needs_a_finished_run(tmp_path):
         main(["--runs", str(tmp_path), "--horizon", "0", "--out", str(tmp_path / "x.json")])
     with pytest.raises(WmrlError, match="--world-round -1 must be >= 0"):
         main(["--runs", str(tmp_path), "--imagined", "--world-round", "-1", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--object-dynamics changes the imagined world; it needs --imagined"):
+        main(["--runs", str(tmp_path), "--object-dynamics", "od", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--twin-pixel-noise -1.0 must be >= 0"):
+        main(["--runs", str(tmp_path), "--twin-pixel-noise", "-1", "--out", str(tmp_path / "x.json")])
+
+
+def test_pixel_noise_twin_changes_only_the_frames_and_pools_like_imagination():
+    """The twin's policy sees the frames with small rounded noise (type, dtype and the other keys
+    kept; torch's RNG untouched); a twin whose outcomes equal the real ones pools to cosine 1."""
+    from benchmarks.rl_headroom import _PixelNoise, aggregate_twin
+
+    seen = {}
+
+    class Spy:
+        def act(self, obs, instructions, deterministic=False):
+            seen.update(obs)
+            return "acted"
+
+    img = torch.full((2, 8, 8, 3), 128, dtype=torch.uint8)
+    state = torch.randn(2, 8)
+    rng = torch.get_rng_state()
+    assert _PixelNoise(Spy(), 2.0, seed=0).act({"image": img, "state": state}, ["", ""]) == "acted"
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert isinstance(seen["image"], torch.Tensor) and seen["image"].dtype == torch.uint8
+    diff = seen["image"].int() - 128
+    assert diff.abs().max() <= 12 and (diff != 0).float().mean() > 0.5 and torch.equal(seen["state"], state)
+    _PixelNoise(Spy(), 1e-9, seed=0).act({"image": img.numpy()}, ["", ""])
+    assert np.array_equal(seen["image"], img.numpy())
+
+    real = np.random.default_rng(0).random((2, 3, 8)) < 0.4
+    run = {"outcomes": {"0.1": real.astype(int).tolist()}, "twin": {"outcomes": {"0.1": real.astype(int).tolist()}},
+           "counts": {}, "mean_action_ok": np.zeros((2, 3), int).tolist()}
+    row = aggregate_twin({"a": run}, [0.1], 4)["0.1"]
+    assert "mean_action" not in row and row["samples"]["agreement"] == 1.0
+    assert row["advantage"]["cosine"] == pytest.approx(1.0)

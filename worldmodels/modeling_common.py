@@ -30,6 +30,7 @@ from worldmodels.configuration_common import WorldModelConfig
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+OBJECT_DYNAMICS_DIR = "object_dynamics"  # an attached ObjectDynamics, saved beside the weights
 
 
 class WorldModelInputError(WmrlError, ValueError):
@@ -305,6 +306,8 @@ class WorldModel(nn.Module):
 
     family: ClassVar[str] = ""
     config_class: ClassVar[type[WorldModelConfig]] = WorldModelConfig
+    # an attached ObjectDynamics (see attach_object_dynamics); kept out of the state dict
+    object_dynamics: Any = None
 
     def __init__(self, config: WorldModelConfig):
         super().__init__()
@@ -320,6 +323,49 @@ class WorldModel(nn.Module):
         self.register_buffer("action_std", torch.ones(c.action_dim))
         self.register_buffer("reward_scale", torch.ones(()))
         self.register_buffer("stats_fitted", torch.zeros((), dtype=torch.bool))
+
+    # ------------------------------------------------------------------ object dynamics
+    def attach_object_dynamics(self, model: Any) -> None:
+        """Let ``model`` (a :class:`worldmodels.object_dynamics.ObjectDynamics`, or None to detach)
+        move the objects of every imagined chunk: it replaces the environment-state dims the state
+        head predicts, stepping them on the predicted proprio. It is saved with the world model (in
+        ``object_dynamics/``) but is not part of its weights."""
+        if model is not None:
+            c = self.config
+            oc = model.config
+            if c.env_state_dim != 3 * oc.num_objects:
+                raise WorldModelInputError(
+                    f"object dynamics of {oc.num_objects} objects needs env_state_dim={3 * oc.num_objects}; "
+                    f"this world model has env_state_dim={c.env_state_dim}"
+                )
+            dims = [*oc.tcp_dims, *oc.finger_dims]
+            if (
+                max(dims) >= c.state_dim
+                or max(oc.action_dims) >= c.action_dim
+                or (oc.arm and oc.proprio_dim != c.state_dim)
+            ):
+                raise WorldModelInputError(
+                    f"object dynamics reads proprio dims {dims} (arm: {oc.arm}, proprio_dim={oc.proprio_dim}) and "
+                    f"action dims {oc.action_dims}; this world "
+                    f"model has state_dim={c.state_dim}, action_dim={c.action_dim}"
+                )
+            model = model.to(self.device).eval()
+        self.__dict__["object_dynamics"] = model  # a plain attribute: not a submodule, not in state_dict
+
+    def _step_objects(self, ctx_states_n: Tensor, states_n: Tensor, actions: Tensor) -> Tensor:
+        """Replace the environment-state dims of the normalised predicted states (B, K, D) (and, with
+        an arm model, the proprio dims too) by the attached object dynamics' rollout over the chunk
+        (actions (B, K, A), raw)."""
+        c = self.config
+        e, p = c.env_state_dim, c.state_dim
+        ctx = self.denorm_states(ctx_states_n)
+        pred = self.denorm_states(states_n)
+        proprio = torch.cat([ctx[:, -1:, :p], pred[..., :p]], dim=1)  # (B, K+1, P)
+        before = -2 if ctx.shape[1] > 1 else -1
+        objs = ctx[:, -1, -e:].unflatten(-1, (e // 3, 3))
+        prev = ctx[:, before, -e:].unflatten(-1, (e // 3, 3))
+        prop, moved = self.object_dynamics.rollout(proprio, actions.float(), objs, prev, ctx[:, before, :p])
+        return self.norm_states(torch.cat([prop, moved.flatten(2)], dim=-1))
 
     # ------------------------------------------------------------------ config attributes
     @property
@@ -522,6 +568,8 @@ class WorldModel(nn.Module):
             ctx = WMContext(ctx.frames, ctx.states, instr)
         frames, states_n, rew, succ_logit = self._predict(ctx, self.norm_actions(a))
         states_n = self.absolute_states(states_n, ctx.states)
+        if self.object_dynamics is not None:
+            states_n = self._step_objects(ctx.states, states_n, a)
         frames = quantize(frames)
         new_frames = torch.cat([ctx.frames, frames], dim=1)[:, -c.context_frames :]
         new_states = torch.cat([ctx.states, states_n.float()], dim=1)[:, -c.context_frames :]
@@ -726,6 +774,12 @@ class WorldModel(nn.Module):
         atomic_write_json(
             d / CONFIG_NAME, {"family": self.family, "format_version": FORMAT_VERSION, "config": cfg}
         )
+        if self.object_dynamics is not None:
+            self.object_dynamics.save_pretrained(d / OBJECT_DYNAMICS_DIR)
+        elif (d / OBJECT_DYNAMICS_DIR).is_dir():  # not this model's: it would be attached on loading
+            import shutil
+
+            shutil.rmtree(d / OBJECT_DYNAMICS_DIR)
         return d
 
     @classmethod
@@ -778,7 +832,12 @@ class WorldModel(nn.Module):
                 f"expected {tuple(own[bad[0]].shape)}"
             )
         model.load_state_dict(state)
-        return model.to(device).eval()
+        model = model.to(device).eval()
+        if (d / OBJECT_DYNAMICS_DIR).is_dir():
+            from worldmodels.object_dynamics import ObjectDynamics
+
+            model.attach_object_dynamics(ObjectDynamics.from_pretrained(d / OBJECT_DYNAMICS_DIR, device))
+        return model
 
 
 # ---------------------------------------------------------------------------------------------- data

@@ -1,0 +1,484 @@
+"""A state-space model of how objects move, for world models that predict the environment state.
+
+The pixel world model's state head reads the UNet's pooled features. It follows the arm well, but it
+barely tells apart the samples of a GRPO group by what happens to the cube (see
+``benchmarks.rl_headroom --imagined``). :class:`ObjectDynamics` learns the cubes' motion from the
+dataset's proprio and environment states alone: one small MLP, shared by every object, maps an
+object's situation at step ``t`` (its offset from the tcp, the tcp's move over the step, the fingers,
+the action, its height and last velocity, the other objects' offsets) to its displacement over the
+step. Attached to a world model (:meth:`WorldModel.attach_object_dynamics`), it replaces the
+environment-state dims of each imagined chunk: it steps every object through the chunk on the world
+model's predicted proprio. The imagined frames still come from the pixel model, so the policy sees
+the world model's own picture of the objects; success read from the state (``success_source=state``)
+comes from this model.
+
+Usage::
+
+    python -m worldmodels.object_dynamics --data RUN/data --out RUN/object_dynamics [--steps N]
+
+fits one on a LeRobotDataset written by ``wmrl collect`` (it needs ``observation.environment_state``)
+and saves it (``config.json`` + ``model.safetensors``) with its held-out one-step and open-loop errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from wmrl.errors import CheckpointError, ConfigError, DatasetError
+from wmrl.io import atomic_save_safetensors, atomic_write_json
+
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+FORMAT_VERSION = 1
+CM = 100.0  # displacements are learned in centimetres per step
+
+
+@dataclass
+class ObjectDynamicsConfig:
+    """Args:
+    num_objects: object xyz triples at the start of the environment state (3 cubes: dims 0-8).
+    tcp_dims: proprio dims of the tcp xyz.
+    finger_dims: proprio dims of the gripper (finger opening, gripper command).
+    action_dims: action dims the model reads (the built-in suite's translation and gripper; it
+        ignores rotation).
+    reach: offsets between the tcp and the objects are clipped at this many metres (contacts are near).
+    active_bound: an object with a coordinate beyond this (metres) is parked out of the scene and
+        stays put.
+    hidden / layers: the MLP's width and number of hidden layers.
+    steps / batch_size / lr / weight_decay: AdamW with cosine decay over ``steps``.
+    moving_weight / moving_eps: steps where the object moves more than ``moving_eps`` metres are
+        sampled ``moving_weight`` times as often (most steps of most objects are at rest).
+    test_fraction: share of episodes held out for the reported errors.
+    arm: also learn the proprio's next step (a second MLP reading the proprio, its last change, the
+        action and the offsets to the objects) and, attached to a world model, replace the pixel
+        model's predicted proprio by it as well (the objects then move on this model's tcp).
+    proprio_dim: size of the proprio state the arm model reads and predicts (``arm`` only).
+    seed: seed of the split, the initialisation and the sampling (CPU runs are reproducible).
+    """
+
+    num_objects: int = 3
+    tcp_dims: list[int] = field(default_factory=lambda: [0, 1, 2])
+    finger_dims: list[int] = field(default_factory=lambda: [6, 7])
+    action_dims: list[int] = field(default_factory=lambda: [0, 1, 2, 6])
+    reach: float = 0.15
+    active_bound: float = 1.0
+    hidden: int = 256
+    layers: int = 3
+    steps: int = 8000
+    batch_size: int = 1024
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    moving_weight: float = 5.0
+    moving_eps: float = 5e-4
+    test_fraction: float = 0.1
+    arm: bool = False
+    proprio_dim: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_objects < 1:
+            raise ConfigError(f"object_dynamics num_objects={self.num_objects} must be >= 1")
+        if len(self.tcp_dims) != 3:
+            raise ConfigError(f"object_dynamics tcp_dims={self.tcp_dims} must name 3 proprio dims (x, y, z)")
+        for name in ("reach", "active_bound", "lr"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"object_dynamics {name}={getattr(self, name)!r} must be > 0")
+        if self.steps < 1 or self.batch_size < 1 or self.hidden < 1 or self.layers < 1:
+            raise ConfigError("object_dynamics steps, batch_size, hidden and layers must be >= 1")
+        if not 0.0 <= self.test_fraction < 1.0:
+            raise ConfigError(f"object_dynamics test_fraction={self.test_fraction!r} must be in [0, 1)")
+
+    @property
+    def arm_feature_dim(self) -> int:
+        """Arm features: proprio, its last change, the action, the offsets to every object."""
+        return 2 * self.proprio_dim + len(self.action_dims) + 3 * self.num_objects
+
+    @property
+    def feature_dim(self) -> int:
+        """Features per object: tcp offset 3, tcp move 3, fingers 2x, action, height 1, velocity 3,
+        the other objects' offsets 3 each."""
+        return 3 + 3 + 2 * len(self.finger_dims) + len(self.action_dims) + 1 + 3 + 3 * (self.num_objects - 1)
+
+
+def _mlp(inp: int, hidden: int, layers: int, out: int) -> nn.Sequential:
+    """``layers`` hidden SiLU layers of width ``hidden``: (..., inp) -> (..., out)."""
+    mods: list[nn.Module] = [nn.Linear(inp, hidden), nn.SiLU()]
+    for _ in range(layers - 1):
+        mods += [nn.Linear(hidden, hidden), nn.SiLU()]
+    mods.append(nn.Linear(hidden, out))
+    return nn.Sequential(*mods)
+
+
+class ObjectDynamics(nn.Module):
+    """One step of every object's motion (and with ``config.arm``, of the proprio). Inputs in metres
+    and raw proprio / action units."""
+
+    def __init__(self, config: ObjectDynamicsConfig):
+        super().__init__()
+        self.config = config
+        f = config.feature_dim
+        self.mlp = _mlp(f, config.hidden, config.layers, 3)
+        self.register_buffer("feat_mean", torch.zeros(f))
+        self.register_buffer("feat_std", torch.ones(f))
+        if config.arm:
+            fa, p = config.arm_feature_dim, config.proprio_dim
+            self.arm = _mlp(fa, config.hidden, config.layers, p)
+            self.register_buffer("arm_mean", torch.zeros(fa))
+            self.register_buffer("arm_std", torch.ones(fa))
+            self.register_buffer("arm_out_std", torch.ones(p))
+
+    @property
+    def device(self) -> torch.device:
+        return self.feat_mean.device
+
+    def features(
+        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor
+    ) -> Tensor:
+        """proprio0 / proprio1 (B, P) before / after the step, actions (B, A), objs / objs_prev (B, O, 3)
+        now / one step earlier -> raw features (B, O, F)."""
+        c = self.config
+        o = c.num_objects
+        r = c.reach
+        tcp0, tcp1 = proprio0[:, c.tcp_dims], proprio1[:, c.tcp_dims]
+        rel = (tcp0[:, None] - objs).clamp(-r, r) / r
+        move = ((tcp1 - tcp0) * CM)[:, None].expand(-1, o, -1)
+        fingers = torch.cat([proprio0[:, c.finger_dims], proprio1[:, c.finger_dims]], 1)[:, None].expand(
+            -1, o, -1
+        )
+        act = actions[:, c.action_dims][:, None].expand(-1, o, -1)
+        height = objs[..., 2:3] / r
+        vel = (objs - objs_prev) * CM
+        others = [(torch.roll(objs, -j, dims=1) - objs).clamp(-r, r) / r for j in range(1, o)]
+        return torch.cat([rel, move, fingers, act, height, vel, *others], dim=-1)
+
+    def forward(
+        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor
+    ) -> Tensor:
+        """Next object positions (B, O, 3); see :meth:`features` for the inputs. Parked objects
+        (beyond ``active_bound``) keep their position."""
+        feats = self.features(
+            proprio0.float(), proprio1.float(), actions.float(), objs.float(), objs_prev.float()
+        )
+        delta = self.mlp((feats - self.feat_mean) / self.feat_std) / CM
+        active = (objs.abs() < self.config.active_bound).all(dim=-1, keepdim=True)
+        return objs.float() + delta * active
+
+    def arm_features(self, proprio: Tensor, proprio_prev: Tensor, actions: Tensor, objs: Tensor) -> Tensor:
+        """proprio / proprio_prev (B, P) now / one step earlier, actions (B, A), objs (B, O, 3) -> (B, Fa)."""
+        c = self.config
+        r = c.reach
+        rel = ((proprio[:, c.tcp_dims][:, None] - objs).clamp(-r, r) / r).flatten(1)
+        return torch.cat([proprio, (proprio - proprio_prev) * CM, actions[:, c.action_dims], rel], dim=1)
+
+    def step_arm(self, proprio: Tensor, proprio_prev: Tensor, actions: Tensor, objs: Tensor) -> Tensor:
+        """The proprio after one step (B, P) (needs ``config.arm``)."""
+        feats = self.arm_features(proprio.float(), proprio_prev.float(), actions.float(), objs.float())
+        return proprio.float() + self.arm((feats - self.arm_mean) / self.arm_std) * self.arm_out_std
+
+    def rollout(
+        self,
+        proprio: Tensor,
+        actions: Tensor,
+        objs: Tensor,
+        objs_prev: Tensor,
+        proprio_prev: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Step through a chunk. proprio (B, K+1, P): the state before the chunk, then the (predicted)
+        state after each step; with ``config.arm`` only ``proprio[:, 0]`` is read and the arm model
+        steps the rest (``proprio_prev`` (B, P): the state one step before the chunk, default
+        ``proprio[:, 0]``). actions (B, K, A), objs / objs_prev (B, O, 3). Returns (proprio after each
+        step (B, K, P), object positions after each step (B, K, O, 3))."""
+        props, out = [], []
+        now = proprio[:, 0].float()
+        prev = now if proprio_prev is None else proprio_prev.float()
+        for k in range(actions.shape[1]):
+            nxt_p = (
+                self.step_arm(now, prev, actions[:, k], objs)
+                if self.config.arm
+                else proprio[:, k + 1].float()
+            )
+            nxt = self(now, nxt_p, actions[:, k], objs, objs_prev)
+            prev, now = now, nxt_p
+            objs_prev, objs = objs, nxt
+            props.append(nxt_p)
+            out.append(nxt)
+        return torch.stack(props, dim=1), torch.stack(out, dim=1)
+
+    # ------------------------------------------------------------------ persistence
+    def save_pretrained(self, directory: str | Path, metrics: dict[str, Any] | None = None) -> Path:
+        """Write ``config.json`` (with ``metrics``) and ``model.safetensors`` atomically."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        atomic_save_safetensors(d / WEIGHTS_NAME, state, metadata={"format_version": str(FORMAT_VERSION)})
+        atomic_write_json(
+            d / CONFIG_NAME,
+            {
+                "format_version": FORMAT_VERSION,
+                "config": dataclasses.asdict(self.config),
+                "metrics": metrics or {},
+            },
+        )
+        return d
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> ObjectDynamics:
+        """Load a model written by :meth:`save_pretrained`; CheckpointError on a missing or corrupt one."""
+        d = Path(directory)
+        if not (d / CONFIG_NAME).is_file() or not (d / WEIGHTS_NAME).is_file():
+            raise CheckpointError(
+                f"{d} is not an object-dynamics checkpoint; expected {CONFIG_NAME} and {WEIGHTS_NAME}"
+            )
+        try:
+            meta = json.loads((d / CONFIG_NAME).read_text())
+            config = ObjectDynamicsConfig(**meta["config"])
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{d / CONFIG_NAME} is corrupt ({type(e).__name__}: {e})") from None
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise CheckpointError(
+                f"{d / CONFIG_NAME} has format_version={meta.get('format_version')!r}; expected {FORMAT_VERSION}"
+            )
+        model = cls(config)
+        try:
+            from safetensors.torch import load_file
+
+            state = load_file(str(d / WEIGHTS_NAME))
+            model.load_state_dict(state)
+        except Exception as e:  # truncated files, shape mismatches
+            raise CheckpointError(
+                f"{d / WEIGHTS_NAME} is corrupt or does not match its config ({type(e).__name__}: {e})"
+            ) from None
+        return model.to(device).eval()
+
+
+# ---------------------------------------------------------------------------------------------- data
+def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -> dict[str, np.ndarray]:
+    """One-step transitions of ``episodes`` (indices into ``traj.episode_bounds``): ``proprio0`` /
+    ``proprio1`` (N, P), ``proprio_prev`` (N, P), ``actions`` (N, A), ``objs`` / ``objs_prev`` / ``objs_next`` (N, O, 3).
+    Row ``i``'s action produces row ``i + 1``; an episode's first row has itself as previous row."""
+    env = getattr(traj, "env_states", None)
+    o3 = 3 * config.num_objects
+    if env is None:
+        raise DatasetError("object dynamics needs the dataset's observation.environment_state; it has none")
+    if env.shape[1] < o3:
+        raise DatasetError(
+            f"dataset environment states have {env.shape[1]} dims; {config.num_objects} objects need >= {o3}"
+        )
+    p_dim = traj.states.shape[1]
+    for name, dims, size in (
+        ("tcp_dims", config.tcp_dims, p_dim),
+        ("finger_dims", config.finger_dims, p_dim),
+        ("action_dims", config.action_dims, traj.actions.shape[1]),
+    ):
+        if dims and max(dims) >= size:
+            raise DatasetError(f"object_dynamics {name}={dims} out of range for {size} dataset dims")
+    bounds = np.asarray(traj.episode_bounds, np.int64)[np.asarray(episodes, np.int64)]
+    rows = np.concatenate(
+        [np.arange(lo, hi - 1) for lo, hi in bounds if hi - lo >= 2] or [np.zeros(0, np.int64)]
+    )
+    first = np.concatenate([np.full(max(hi - lo - 1, 0), lo) for lo, hi in bounds] or [np.zeros(0, np.int64)])
+    prev = np.maximum(rows - 1, first)
+    objs = np.asarray(env[:, :o3], np.float32).reshape(-1, config.num_objects, 3)
+    return {
+        "proprio_prev": np.asarray(traj.states[prev], np.float32),
+        "proprio0": np.asarray(traj.states[rows], np.float32),
+        "proprio1": np.asarray(traj.states[rows + 1], np.float32),
+        "actions": np.asarray(traj.actions[rows], np.float32),
+        "objs": objs[rows],
+        "objs_prev": objs[prev],
+        "objs_next": objs[rows + 1],
+    }
+
+
+def _tensors(tr: dict[str, np.ndarray]) -> dict[str, Tensor]:
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tr.items()}
+
+
+@torch.no_grad()
+def one_step_error(model: ObjectDynamics, tr: dict[str, Tensor]) -> dict[str, float | None]:
+    """Mean one-step position error (metres) of the active objects, overall and where they move (None
+    where there are none), and of "they stay put"; with an arm model, its tcp error and constant velocity's."""
+    pred = model(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])
+    err = (pred - tr["objs_next"]).norm(dim=-1)
+    active = (tr["objs"].abs() < model.config.active_bound).all(-1)
+    moving = active & ((tr["objs_next"] - tr["objs"]).norm(dim=-1) > model.config.moving_eps)
+    stay = (tr["objs_next"] - tr["objs"]).norm(dim=-1)
+    out = {
+        "one_step_error_mean_m": float(err[active].mean()) if active.any() else None,
+        "one_step_error_moving_mean_m": float(err[moving].mean()) if moving.any() else None,
+        "stay_put_error_moving_mean_m": float(stay[moving].mean()) if moving.any() else None,
+    }
+    if model.config.arm:
+        tcp = model.config.tcp_dims
+        p1 = model.step_arm(tr["proprio0"], tr["proprio_prev"], tr["actions"], tr["objs"])
+        out["arm_one_step_tcp_error_mean_m"] = float(
+            (p1[:, tcp] - tr["proprio1"][:, tcp]).norm(dim=-1).mean()
+        )
+        out["arm_constant_velocity_tcp_error_mean_m"] = float(
+            (2 * tr["proprio0"][:, tcp] - tr["proprio_prev"][:, tcp] - tr["proprio1"][:, tcp])
+            .norm(dim=-1)
+            .mean()
+        )
+    return out
+
+
+@torch.no_grad()
+def open_loop_error(
+    model: ObjectDynamics, traj: Any, episodes: np.ndarray, steps: tuple[int, ...] = (16, 32)
+) -> dict[str, float | None]:
+    """Median distance (metres) between the simulator's and the model's objects after ``steps`` steps
+    of each held-out episode, the model fed the episode's real proprio (with ``config.arm``: its own)
+    and actions (the objects it moved in that episode: the largest real travel; with ``arm``, also
+    the tcp's distance)."""
+    c = model.config
+    o3 = 3 * c.num_objects
+    errs: dict[int, list[float]] = {s: [] for s in steps}
+    tcp_errs: dict[int, list[float]] = {s: [] for s in steps}
+    for lo, hi in np.asarray(traj.episode_bounds, np.int64)[np.asarray(episodes, np.int64)]:
+        if hi - lo < 2:
+            continue
+        real = torch.from_numpy(np.asarray(traj.env_states[lo:hi, :o3], np.float32)).view(
+            hi - lo, c.num_objects, 3
+        )
+        mover = int((real[-1] - real[0]).norm(dim=-1).argmax())
+        prop = torch.from_numpy(np.asarray(traj.states[lo:hi], np.float32))[None]
+        act = torch.from_numpy(np.asarray(traj.actions[lo : hi - 1], np.float32))[None]
+        prop_p, pred = model.rollout(prop, act, real[:1], real[:1])  # (1, hi-lo-1, ...): rows lo+1 ..
+        for s in steps:
+            if s < hi - lo:
+                errs[s].append(float((pred[0, s - 1, mover] - real[s, mover]).norm()))
+                tcp_errs[s].append(float((prop_p[0, s - 1, c.tcp_dims] - prop[0, s, c.tcp_dims]).norm()))
+    out = {f"open_loop_error_step_{s}_m": float(np.median(v)) if v else None for s, v in errs.items()}
+    if c.arm:
+        out.update(
+            {
+                f"arm_open_loop_tcp_error_step_{s}_m": float(np.median(v)) if v else None
+                for s, v in tcp_errs.items()
+            }
+        )
+    return out
+
+
+def fit_object_dynamics(
+    traj: Any, config: ObjectDynamicsConfig | None = None, progress: bool = True
+) -> tuple[ObjectDynamics, dict[str, Any]]:
+    """Fit an :class:`ObjectDynamics` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``).
+    Returns (the model in eval mode, metrics: held-out one-step and open-loop errors, the stay-put
+    baseline, wall time). Raises NonFiniteError when the loss turns NaN/Inf."""
+    from tqdm.auto import tqdm
+
+    from wmrl.runs import check_finite
+
+    c = config or ObjectDynamicsConfig()
+    t0 = time.time()
+    rng = np.random.default_rng(c.seed)
+    n_ep = len(traj.episode_bounds)
+    perm = rng.permutation(n_ep)
+    n_test = int(round(c.test_fraction * n_ep)) if n_ep > 1 else 0
+    test_eps, train_eps = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    tr = _tensors(transitions(traj, c, train_eps))
+    active = (tr["objs"].abs() < c.active_bound).all(-1)  # (N, O)
+    if not bool(active.any()):
+        raise DatasetError(
+            "the dataset has no transitions of an object in the scene to learn object dynamics from"
+        )
+    torch.manual_seed(c.seed)
+    model = ObjectDynamics(c)
+    with torch.no_grad():
+        feats = model.features(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])[
+            active
+        ]
+        model.feat_mean.copy_(feats.mean(0))
+        model.feat_std.copy_(feats.std(0).clamp_min(1e-2))
+        if c.arm:
+            af = model.arm_features(tr["proprio0"], tr["proprio_prev"], tr["actions"], tr["objs"])
+            model.arm_mean.copy_(af.mean(0))
+            model.arm_std.copy_(af.std(0).clamp_min(1e-2))
+            model.arm_out_std.copy_((tr["proprio1"] - tr["proprio0"]).std(0).clamp_min(1e-4))
+    # sample (transition, object) pairs of objects in the scene, moving ones up-weighted
+    pair_t, pair_o = torch.nonzero(active, as_tuple=True)
+    moving = (tr["objs_next"] - tr["objs"]).norm(dim=-1)[pair_t, pair_o] > c.moving_eps
+    w = torch.where(moving, c.moving_weight, 1.0).double()
+    gen = torch.Generator().manual_seed(c.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, c.steps)
+    model.train()
+    bar = tqdm(range(c.steps), desc="object dynamics", disable=not progress)
+    loss_v = float("nan")
+    for step in bar:
+        j = torch.multinomial(w, c.batch_size, replacement=True, generator=gen)
+        ti, oi = pair_t[j], pair_o[j]
+        pred = model(
+            tr["proprio0"][ti], tr["proprio1"][ti], tr["actions"][ti], tr["objs"][ti], tr["objs_prev"][ti]
+        )
+        b = torch.arange(len(j))
+        loss = (((pred[b, oi] - tr["objs_next"][ti, oi]) * CM) ** 2).mean()
+        if c.arm:  # the arm on uniformly drawn transitions, in units of each dim's step spread
+            ta = torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen)
+            p1 = model.step_arm(tr["proprio0"][ta], tr["proprio_prev"][ta], tr["actions"][ta], tr["objs"][ta])
+            loss = loss + (((p1 - tr["proprio1"][ta]) / model.arm_out_std) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % 200 == 0 or step == c.steps - 1:
+            loss_v = float(loss.detach())
+            check_finite(f"object-dynamics loss at step {step}", loss_v)
+            bar.set_postfix(loss_cm2=f"{loss_v:.4f}")
+    model.eval()
+    metrics: dict[str, Any] = {
+        "train_transitions": int(len(tr["objs"])),
+        "train_episodes": int(len(train_eps)),
+        "test_episodes": int(len(test_eps)),
+        "final_loss_cm2": loss_v,
+    }
+    if len(test_eps):
+        metrics.update(one_step_error(model, _tensors(transitions(traj, c, test_eps))))
+        metrics.update(open_loop_error(model, traj, test_eps))
+    metrics["wall_time_s"] = time.time() - t0
+    return model, metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m worldmodels.object_dynamics", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--data", required=True, help="LeRobotDataset folder (e.g. RUN/data)")
+    p.add_argument("--out", required=True, help="folder to write the model to (e.g. RUN/object_dynamics)")
+    p.add_argument("--steps", type=int, default=ObjectDynamicsConfig.steps)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--arm", action="store_true", help="also learn the proprio (and replace the world model's)"
+    )
+    p.add_argument("--num-threads", type=int, default=None)
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    from wmrl.data import load_trajectories
+
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    traj = load_trajectories(args.data)
+    model, metrics = fit_object_dynamics(
+        traj,
+        ObjectDynamicsConfig(
+            steps=args.steps, seed=args.seed, arm=args.arm, proprio_dim=int(traj.states.shape[1])
+        ),
+        progress=not args.no_progress,
+    )
+    metrics["data"] = str(args.data)
+    model.save_pretrained(args.out, metrics)
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
