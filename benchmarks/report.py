@@ -230,6 +230,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("rl_headroom_twin.json", "ceiling: the real sim again, the policy's frames with pixel noise sigma 2 (same "
      "action noise): success twin / real; agreement; Pearson; advantage cosine", _replay, ""),
     ("rl_headroom_twin_kf3.json", "same ceiling, from the keyframes after 3 chunks", _replay, ""),
+    ("rl_headroom_twin_sigma8.json", "same ceiling from t=0, pixel noise sigma 8", _replay, ""),
+    ("rl_headroom_twin_sigma24.json", "same, pixel noise sigma 24 (PSNR ~20.5 dB, the world model's is 21.2 at h=16)",
+     _replay, ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
