@@ -332,6 +332,11 @@ class _ReplayedStart:
         return getattr(self.env, name)
 
 
+def _solved(batch: Any, num_tasks: int) -> np.ndarray:
+    """bool ``(tasks, samples)``: each sub-env's first episode in ``batch`` succeeded at a valid step."""
+    return (batch.success & batch.valid).any(0).numpy().reshape(num_tasks, -1)
+
+
 def _state_model_outcomes(model: Any, context: dict[str, Any], batch: Any, task_ids: list[str]) -> np.ndarray:
     """bool ``(N,)``: did the task's rule hold at any valid step when an arm-and-object
     ``ObjectDynamics`` replays a real pass's sampled actions (``batch.actions`` ``(T, N, K, A)``,
@@ -382,11 +387,7 @@ def _imagined_env(
     from imagination.pipeline import calibrated_imagination_config, round_models
     from wmrl.data import load_trajectories
 
-    wm, sm, exe = round_models(src, world_round)
-    if object_dynamics:
-        from worldmodels.object_dynamics import ObjectDynamics
-
-        wm.attach_object_dynamics(ObjectDynamics.from_pretrained(src / object_dynamics))
+    wm, sm, exe = round_models(src, world_round, src / object_dynamics if object_dynamics else None)
     icfg = dataclasses.replace(
         calibrated_imagination_config(src, cfg),
         num_envs=num_envs,
@@ -469,12 +470,8 @@ def measure_run(
         im_valid = {s: np.zeros(shape, bool) for s in stds}
         im_mean_ok = np.zeros((len(tasks), starts_per_task), bool)
     twin_out = {st: np.zeros(shape, bool) for st in stds} if twin_pixel_noise > 0 else None
-    state_model, state_out = None, None
-    if imagined and object_dynamics:
-        from worldmodels.object_dynamics import ObjectDynamics
-
-        state_model = ObjectDynamics.from_pretrained(src / object_dynamics)
-        state_out = {st: np.zeros(shape, bool) for st in stds} if state_model.config.arm else None
+    state_model = imag.wm.object_dynamics if imag is not None and object_dynamics else None  # the attached model
+    state_out = {st: np.zeros(shape, bool) for st in stds} if state_model is not None and state_model.config.arm else None
     env_steps = 0.0
     bar = tqdm(
         total=starts_per_task * (1 + len(stds)) * (2 if imagined else 1) + starts_per_task * len(stds) * (twin_out is not None),
@@ -501,23 +498,21 @@ def measure_run(
                                                                 - b.obs["state"][c].numpy()[alive]).max()))
                 b = collect_first_episodes(start, policy, horizon, deterministic=True)
                 env_steps += float(b.executed.sum()) + 2 * start.replayed_steps
-            ok = (b.success & b.valid).any(0).numpy()
-            mean_ok[:, j] = ok.reshape(len(tasks), samples)[:, 0]
+            mean_ok[:, j] = _solved(b, len(tasks))[:, 0]
             bar.update()
             if imag is not None:
                 start.reset()
                 env_steps += start.replayed_steps
                 im_start = _StartFromReal(imag, start.context)
                 bi = collect_first_episodes(im_start, policy, horizon, deterministic=True)
-                im_mean_ok[:, j] = (bi.success & bi.valid).any(0).numpy().reshape(len(tasks), samples)[:, 0]
+                im_mean_ok[:, j] = _solved(bi, len(tasks))[:, 0]
                 bar.update()
             for s in stds:
                 set_exploration_std(s, policy)
                 rng_before = torch.get_rng_state()
                 b = collect_first_episodes(start, policy, horizon)
-                ok = (b.success & b.valid).any(0).numpy()
-                counts[s][:, j] = ok.reshape(len(tasks), samples).sum(1)
-                outcomes[s][:, j] = ok.reshape(len(tasks), samples)
+                outcomes[s][:, j] = _solved(b, len(tasks))
+                counts[s][:, j] = outcomes[s][:, j].sum(1)
                 if state_out is not None:  # the arm-and-object model replays these actions open loop
                     hit = _state_model_outcomes(state_model, start.context, b, task_ids)
                     state_out[s][:, j] = hit.reshape(len(tasks), samples)
@@ -532,7 +527,7 @@ def measure_run(
                 if twin_out is not None:  # the real simulator again, the frames a little noisy
                     twin = _PixelNoise(_NoiseFrom(policy, rng_before), twin_pixel_noise, seed=10_000 * seed + j)
                     bt = collect_first_episodes(start, twin, horizon)
-                    twin_out[s][:, j] = (bt.success & bt.valid).any(0).numpy().reshape(len(tasks), samples)
+                    twin_out[s][:, j] = _solved(bt, len(tasks))
                     env_steps += float(bt.executed.sum()) + start.replayed_steps
                     bar.update()
     bar.close()
@@ -566,11 +561,10 @@ def measure_run(
         }
         if state_out is not None:
             extra["imagined"]["state_model_open_loop_outcomes"] = {str(s): state_out[s].astype(int).tolist() for s in stds}
-        extra["outcomes"] = {str(s): outcomes[s].astype(int).tolist() for s in stds}
         imag.close()
     if twin_out is not None:
-        flat = (len(tasks) * starts_per_task, samples)
         extra["twin"] = {"pixel_noise": twin_pixel_noise, "outcomes": {str(s): twin_out[s].astype(int).tolist() for s in stds}}
+    if imag is not None or twin_out is not None:  # the per-sample real outcomes the replays are compared with
         extra["outcomes"] = {str(s): outcomes[s].astype(int).tolist() for s in stds}
     by_std = {}
     for s in stds:

@@ -160,6 +160,10 @@ class ObjectDynamics(nn.Module):
         others = [(torch.roll(objs, -j, dims=1) - objs).clamp(-r, r) / r for j in range(1, o)]
         return torch.cat([rel, move, fingers, act, height, vel, *others], dim=-1)
 
+    def displacement(self, feats: Tensor) -> Tensor:
+        """Raw features (..., F) -> the object's displacement over the step (..., 3), metres."""
+        return self.mlp((feats - self.feat_mean) / self.feat_std) / CM
+
     def forward(
         self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor
     ) -> Tensor:
@@ -168,7 +172,7 @@ class ObjectDynamics(nn.Module):
         feats = self.features(
             proprio0.float(), proprio1.float(), actions.float(), objs.float(), objs_prev.float()
         )
-        delta = self.mlp((feats - self.feat_mean) / self.feat_std) / CM
+        delta = self.displacement(feats)
         active = (objs.abs() < self.config.active_bound).all(dim=-1, keepdim=True)
         return objs.float() + delta * active
 
@@ -417,11 +421,11 @@ def fit_object_dynamics(
     for step in bar:
         j = torch.multinomial(w, c.batch_size, replacement=True, generator=gen)
         ti, oi = pair_t[j], pair_o[j]
-        pred = model(
+        feats = model.features(
             tr["proprio0"][ti], tr["proprio1"][ti], tr["actions"][ti], tr["objs"][ti], tr["objs_prev"][ti]
-        )
-        b = torch.arange(len(j))
-        loss = (((pred[b, oi] - tr["objs_next"][ti, oi]) * CM) ** 2).mean()
+        )[torch.arange(len(j)), oi]  # the MLP runs on the sampled (active) object only
+        target = tr["objs_next"][ti, oi] - tr["objs"][ti, oi]
+        loss = (((model.displacement(feats) - target) * CM) ** 2).mean()
         if c.arm:  # the arm on uniformly drawn transitions, in units of each dim's step spread
             ta = torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen)
             p1 = model.step_arm(tr["proprio0"][ta], tr["proprio_prev"][ta], tr["actions"][ta], tr["objs"][ta])
