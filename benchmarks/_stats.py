@@ -35,6 +35,26 @@ def success_summary(successes: list[bool] | Any) -> dict[str, Any]:
     return {"success_rate": k / n if n else 0.0, "ci95": [lo, hi], "successes": k, "episodes": n}
 
 
+def run_keys(paths: list[Any]) -> list[str]:
+    """Names for run folders in result files: each folder's name, or where two share it (e.g.
+    ``.../seed_0/ablation_x`` and ``.../seed_1/ablation_x``) the shortest path suffix that tells
+    them apart.
+
+    >>> run_keys(["runs/a/seed_0", "runs/a/seed_1"])
+    ['seed_0', 'seed_1']
+    >>> run_keys(["r/seed_0/ablation_x", "r/seed_1/ablation_x"])
+    ['seed_0/ablation_x', 'seed_1/ablation_x']
+    """
+    parts = [tuple(str(p).rstrip("/").split("/")) for p in paths]
+    if len(set(parts)) != len(parts):
+        raise ValueError(f"run folders {[str(p) for p in paths]} name the same folder twice")
+    for n in range(1, max((len(q) for q in parts), default=1) + 1):
+        keys = ["/".join(q[-n:]) for q in parts]
+        if len(set(keys)) == len(keys):
+            return keys
+    return ["/".join(q) for q in parts]
+
+
 def machine_info() -> dict[str, Any]:
     """CPU model, core count, memory, OS, python, GPU presence."""
     cpu = platform.processor() or ""

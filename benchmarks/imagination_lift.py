@@ -11,7 +11,8 @@ success of (a) SFT, (b) RL in imagination, (c) each co-evolution round and (d) t
 real simulator with the real-env steps (b)+(c) used. Ablations re-run (b) on the same data, world
 model, reward models and SFT policy with KIR off (episodes start only at t=0) and with
 gating/masking off, and each ``--variant`` (round 0 again with extra overrides, e.g. ``--variant
-it128 rl.iterations=128``, given after the run overrides; reported beside the ablations). Runs are
+it128 rl.iterations=128``, given after the run overrides; reported beside the ablations; a variant
+that changes ``world_model.*`` trains its own world model and reward models). Runs are
 resumable (a re-run skips finished stages). Every seed's folder keeps its results.md, plot and
 videos.
 """
@@ -51,16 +52,31 @@ def run_seed(
     return json.loads((run_dir / "results.json").read_text())
 
 
-def link_shared_stages(src: Path, dst: Path) -> None:
+def retrained_stages(changes: list[str]) -> tuple[str, ...]:
+    """The shared stages whose results a variant's overrides change, so its folder runs them anew:
+    ``world_model.*`` / ``world_model_train.*`` the world model and the reward models (the success
+    model learns from the world model's rollouts), ``rewards.*`` the reward models."""
+    keys = [c.lstrip("+~").split("=", 1)[0] for c in changes]
+    out: list[str] = []
+    if any(k.startswith(("world_model.", "world_model_train.")) for k in keys):
+        out += ["world_model", "rewards"]
+    elif any(k.startswith("rewards.") for k in keys):
+        out.append("rewards")
+    return tuple(out)
+
+
+def link_shared_stages(src: Path, dst: Path, retrain: tuple[str, ...] = ()) -> None:
     """Make ``dst`` a run folder that shares ``src``'s data, world model, reward models and SFT
     policy (symlinks, not copies) and its finished stages up to the SFT evaluation (copied markers,
-    so a pipeline in ``dst`` skips them)."""
+    so a pipeline in ``dst`` skips them), except the stages in ``retrain`` (their folders and
+    markers are left to the pipeline in ``dst``)."""
     (dst / "stages").mkdir(parents=True, exist_ok=True)
     for sub in SHARED_DIRS:
-        if not (dst / sub).exists():
+        if sub not in retrain and not (dst / sub).exists():
             os.symlink((src / sub).resolve(), dst / sub)
     for st in SHARED_STAGES:
-        shutil.copyfile(src / "stages" / f"{st}.json", dst / "stages" / f"{st}.json")
+        if st not in retrain:
+            shutil.copyfile(src / "stages" / f"{st}.json", dst / "stages" / f"{st}.json")
 
 
 def run_ablation(
@@ -73,16 +89,18 @@ def run_ablation(
     changes: list[str] | None = None,
 ) -> float:
     """Round 0 (RL in imagination) again with ``changes`` (default ``ABLATIONS[name]``), sharing the
-    base run's data, world model, reward models and SFT policy (linked, not recomputed). Returns
+    base run's data, world model, reward models and SFT policy (linked, not recomputed) unless the
+    changes touch them (:func:`retrained_stages`: trained anew in the variant's folder). Returns
     real success."""
     from imagination.pipeline import Pipeline, load_run_config
 
     d = base / f"ablation_{name}"
-    link_shared_stages(base, d)
+    changes = ABLATIONS[name] if changes is None else changes
+    link_shared_stages(base, d, retrained_stages(changes))
     cfg = load_run_config(
         [
             *overrides,
-            *(ABLATIONS[name] if changes is None else changes),
+            *changes,
             f"run_dir={d}",
             f"seed={seed}",
             "coevolution.rounds=0",

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._stats import run_keys
 from benchmarks._variants import parse_variants
 
 DEFAULT_VARIANTS: dict[str, list[str]] = {
@@ -169,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     pairs = [(name, src) for name in variants for src in a.runs]
     results: dict[str, dict[str, dict]] = {name: {} for name in variants}
+    keys = dict(zip(a.runs, run_keys(a.runs), strict=True))
 
     def done(name: str, src: Path, r: dict) -> None:
-        results[name][src.name] = r
-        print(f"{name} {src.name}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
+        results[name][keys[src]] = r
+        print(f"{name} {keys[src]}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
 
-    args = {(n, s): (s, a.work / n / s.name, variants[n], budget, num_envs) for n, s in pairs}
+    args = {(n, s): (s, a.work / n / keys[s], variants[n], budget, num_envs) for n, s in pairs}
     if a.jobs <= 1:
         for n, s in pairs:
             done(n, s, run_pair(*args[n, s], progress=not a.no_progress, config_name=config_name))
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             for f, (n, s) in futs.items():
                 done(n, s, f.result())
-    results = {n: {s.name: results[n][s.name] for s in a.runs} for n in variants}  # stable order
+    results = {n: {keys[s]: results[n][keys[s]] for s in a.runs} for n in variants}  # stable order
     res = {
         "variants": summarize(results),
         "variant_overrides": variants,

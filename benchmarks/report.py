@@ -82,6 +82,14 @@ def _replay(d: dict, std: str = "0.1", key: str = "twin") -> str:
             f"{_fmt(adv.get('cosine'))} (chance p95 {_fmt(_get(adv, 'cosine_shuffled.p95'))})")
 
 
+def _gap(d: dict) -> str:
+    """frames_follow_states: frame-state gap (px) at h=16 per mode, and the projection floor."""
+    m = d.get("mean_over_runs") or {}
+    parts = [f"{k.replace('_', ' ')} {_fmt(_get(m, k + '.frame_state_gap_px')[-1])}"
+             for k in ("alone", "real_states", "state_model") if _get(m, k + ".frame_state_gap_px")]
+    return "; ".join(parts) + f" (floor {_fmt(d.get('projection_error_px'))})"
+
+
 def _drift(d: dict) -> str:
     """wm_state_drift: closed-loop target-cube error at chunks 1 / 4 / 8 / final (cm), the resting
     cubes' imagined creep (cm), and state-rule success real / imagined."""
@@ -233,6 +241,24 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("rl_headroom_twin_sigma8.json", "same ceiling from t=0, pixel noise sigma 8", _replay, ""),
     ("rl_headroom_twin_sigma24.json", "same, pixel noise sigma 24 (PSNR ~20.5 dB, the world model's is 21.2 at h=16)",
      _replay, ""),
+    ("frames_follow_states.json", "state-rule runs' world models, held-out demo windows open loop: px between a "
+     "cube drawn in the frame and where the world's own state puts it, h=16: alone / real states given / arm-and-object "
+     "state model attached", _gap, ""),
+    ("frames_follow_states_scframes.json", "same, world models trained with state_conditioned_frames=true (the frames "
+     "read the chunk's states)", _gap, ""),
+    ("frames_follow_states_schm.json", "same, and the chunk's cube positions also drawn as heatmaps into the frame "
+     "generator's input (state_heatmaps=true)", _gap, ""),
+    ("frames_follow_states_schm.json", "that world, cube centroid error vs the real frames at h=16 (px): alone / real "
+     "states given / state model attached",
+     lambda d: " / ".join(_fmt(_get(d, f"mean_over_runs.{k}.object_error_px")[-1])
+                          for k in ("alone", "real_states", "state_model")), ""),
+    ("rl_headroom_imagined_odarm.json", "rl_headroom t=0, the default pixel model with the pipeline-fitted "
+     "arm-and-object model (the runs' ablation_odarm folders; the like-for-like baseline of the next two rows)",
+     _agreement, ""),
+    ("rl_headroom_imagined_scframes.json", "rl_headroom t=0 in the world whose frames read the state model's states "
+     "(state_conditioned_frames, the runs' ablation_scframes folders)", _agreement, ""),
+    ("rl_headroom_imagined_schm.json", "same, frames with cube heatmaps too (state_heatmaps, ablation_schm)",
+     _agreement, ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
@@ -286,6 +312,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift_state_odarm.json", "same runs, round 0 again in the world with the arm-and-object state model "
      "attached (--variant odarm object_dynamics.enabled=true object_dynamics.arm=true): SFT -> after RL in imagination",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(_get(d, 'ablations.odarm.imagination_rl_success'))}", ">= SFT + 0.30"),
+    ("imagination_lift_state_scframes.json", "same runs, round 0 again in a world whose frames follow the "
+     "arm-and-object state model (--variant scframes world_model.state_conditioned_frames=true "
+     "object_dynamics.enabled=true object_dynamics.arm=true): SFT -> after RL in imagination",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(_get(d, 'ablations.scframes.imagination_rl_success'))}",
+     ">= SFT + 0.30"),
+    ("imagination_lift_state_schm.json", "same, the frames also read the state model's cube positions as heatmaps "
+     "(--variant schm ... world_model.state_heatmaps=true): SFT -> after RL in imagination",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(_get(d, 'ablations.schm.imagination_rl_success'))}",
+     ">= SFT + 0.30"),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_pickcube_lift.json", "ManiSkill PickCube whole loop: SFT / RL in imagination / real RL",

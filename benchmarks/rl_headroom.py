@@ -58,6 +58,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._stats import run_keys
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 DEFAULT_STDS = (0.05, 0.1, 0.2, 0.3)
@@ -719,9 +721,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.horizon is not None and a.horizon < 1:
         raise WmrlError(f"--horizon {a.horizon} must be >= 1")
     t0 = time.perf_counter()
+    if len(set(map(str, a.runs))) != len(a.runs):
+        raise WmrlError(f"--runs {[str(r) for r in a.runs]} names a run folder twice")
     per_run = {}
-    for src in a.runs:
-        per_run[src.name] = measure_run(
+    for key, src in zip(run_keys(a.runs), a.runs, strict=True):
+        per_run[key] = measure_run(
             src, a.policy, a.stds, a.starts_per_task, a.samples, a.group_size, progress=not a.no_progress,
             imagined=a.imagined, world_round=a.world_round, keyframe_chunk=a.keyframe_chunk,
             keyframe_horizon=a.horizon, object_dynamics=a.object_dynamics, twin_pixel_noise=a.twin_pixel_noise,

@@ -633,6 +633,25 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     for bad in ([["it128", "rl.iterations"]], [["a", "x=1"], ["a", "y=2"]], [["kir_off", "x=1"]]):
         with pytest.raises(ConfigError, match="expected a new NAME"):
             parse_variants(bad, taken=("kir_off",))
+    from benchmarks._stats import run_keys  # result keys of run folders that share a name stay apart
+
+    assert run_keys([tmp_path / "seed_0", tmp_path / "seed_1"]) == ["seed_0", "seed_1"]
+    assert run_keys(["r/seed_0/ablation_x", "r/seed_1/ablation_x"]) == ["seed_0/ablation_x", "seed_1/ablation_x"]
+    with pytest.raises(ValueError, match="same folder twice"):
+        run_keys(["r/a", "r/a"])
+    # an imagination_lift variant that changes the world model trains its own world and reward models
+    from benchmarks.imagination_lift import link_shared_stages, retrained_stages
+
+    assert retrained_stages(["rl.iterations=128"]) == ()
+    assert retrained_stages(["world_model.state_conditioned_frames=true"]) == ("world_model", "rewards")
+    assert retrained_stages(["+world_model_train.steps=10"]) == ("world_model", "rewards")
+    assert retrained_stages(["rewards.success_steps=5"]) == ("rewards",)
+    for sub in ("data", "world_model", "rewards", "sft"):
+        (tmp_path / "half" / sub).mkdir()
+    link_shared_stages(tmp_path / "half", tmp_path / "var", ("world_model", "rewards"))
+    assert (tmp_path / "var" / "data").is_symlink() and (tmp_path / "var" / "sft").is_symlink()
+    assert not (tmp_path / "var" / "world_model").exists() and not (tmp_path / "var" / "rewards").exists()
+    assert sorted(p.stem for p in (tmp_path / "var" / "stages").iterdir()) == ["demos", "eval_sft", "sft"]
     res = summarize(
         {
             "v": {
@@ -1026,6 +1045,25 @@ def test_object_dynamics_learns_real_pushes_and_moves_the_world_models_cubes(dat
     torch.testing.assert_close(out, torch.cat([prop, cubes_next.flatten(2)], -1), atol=1e-5, rtol=1e-5)
     with pytest.raises(WorldModelInputError, match="proprio_dim=5"):
         m.attach_object_dynamics(ObjectDynamics(replace(cfg, arm=True, proprio_dim=5)))
+    # a world model whose frames follow the chunk's states draws them where the arm model put them
+    from worldmodels.modeling_common import quantize, to_unit
+
+    torch.manual_seed(0)
+    sc = make_world_model("deterministic", image_size=SIZE, context_frames=2, chunk_size=2, block_out_channels=[16, 32],
+                          head_hidden=32, autocast_bf16=False, env_state_dim=9, state_conditioned_frames=True)
+    sc.fit_stats(full, data.actions, data.rewards)
+    torch.nn.init.normal_(sc.net.unet.conv_out.weight, std=0.05)  # untrained, the residual output is zero
+    sc.eval()
+    ctx = sc.init_context(data.images[None, 3:5], full[None, 3:5])
+    alone = sc.step(ctx, act)
+    sc.attach_object_dynamics(arm)
+    o = sc.step(ctx, act)
+    torch.testing.assert_close(o.states, torch.cat([prop, cubes_next.flatten(2)], -1), atol=1e-5, rtol=1e-5)
+    drawn = sc._predict(ctx, sc.norm_actions(torch.from_numpy(act)), sc.norm_states(o.states))[0]
+    torch.testing.assert_close(to_unit(o.frames), quantize(drawn), atol=1.01 / 127.5, rtol=0)
+    assert (o.frames.float() - alone.frames.float()).abs().mean() > 0.5  # the given states change the frames
+    sc.attach_object_dynamics(od)  # an object-only model gives no proprio: the frames are drawn without states
+    assert torch.equal(sc.step(ctx, act).frames, alone.frames)
 
     with pytest.raises(WorldModelInputError, match="needs env_state_dim=9"):
         make_world_model("deterministic", image_size=SIZE, block_out_channels=[16, 32]).attach_object_dynamics(od)
@@ -1068,3 +1106,49 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
     assert off.object_dynamics_config() is None and Pipeline(off, progress=False).load_models(0)[0].object_dynamics is None
     with pytest.raises(ConfigError, match="set world_model.env_state_dim=9"):
         load_run_config(["object_dynamics.enabled=true"], "run_quick")
+
+
+def test_state_heatmaps_draw_the_cubes_where_their_states_put_them(data, tmp_path):
+    """``state_heatmaps``: the projection fitted on real frames puts a cube's blob on the cube, a
+    parked cube gets none, the frame generator's input channels get the gradient, and the projection
+    is saved with the weights."""
+    from worldmodels import load_world_model, make_world_model
+    from worldmodels.modeling_common import WindowSampler, model_states
+    from worldmodels.object_projection import mask_centroids
+
+    colours = [[0.85, 0.1, 0.1], [0.1, 0.75, 0.2], [0.15, 0.3, 0.9]]
+    kw = dict(image_size=SIZE, context_frames=2, chunk_size=2, block_out_channels=[16, 32], head_hidden=32,
+              autocast_bf16=False, env_state_dim=9, object_colors=colours, state_conditioned_frames=True)
+    m = make_world_model("deterministic", state_heatmaps=True, **kw)
+    full = model_states(data, m.config)
+    with pytest.raises(WmrlError, match="images has None rows"):
+        m.fit_stats(full, data.actions, data.rewards)
+    m.fit_stats(full, data.actions, data.rewards, images=data.images)
+    from worldmodels.modeling_common import object_masks, to_unit
+
+    f = to_unit(torch.from_numpy(data.images))
+    masks = torch.cat([object_masks(f, (c,), m.config.object_color_cos) for c in colours], dim=-3).numpy()
+    cen, vis = mask_centroids(masks)
+    vis &= (np.abs(full[:, -9:].reshape(-1, 3, 3)[..., :2]) <= 1.0).all(-1)  # parked cubes are not the ones seen
+    assert (vis.sum(0) >= 20).all()  # PushCube: every cube is in view in some episodes
+    states = torch.from_numpy(full[:, None]).expand(-1, 2, -1)
+    heat = m.future_heatmaps(m.norm_states(states))  # (N, 2*3, H, W): chunk step major, cube minor
+    assert heat.shape == (len(full), 6, SIZE, SIZE)
+    parked = np.abs(full[:, -9:].reshape(-1, 3, 3)[..., 1]) > 1.0
+    assert parked.any() and float(heat[:, :3][torch.from_numpy(parked)].max()) == 0.0  # parked cubes: no blob
+    for j in range(3):
+        rows = np.flatnonzero(vis[:, j])
+        peak = heat[rows, j].flatten(1).argmax(1)
+        at = np.stack([(peak // SIZE).numpy(), (peak % SIZE).numpy()], -1)
+        assert np.median(np.linalg.norm(at - cen[rows, j], axis=-1)) < 1.5  # the blob sits on the drawn cube
+    m.train()
+    batch = WindowSampler(data, m.config, seed=0).sample(4)
+    m.config.state_cond_dropout = 0.0
+    m.training_loss(batch)[0].backward()
+    g = m.net.unet.conv_in.weight.grad  # patch 2: each input channel is 4 unshuffled channels
+    assert g[:, -4 * m.heatmap_channels :].abs().sum() > 0
+    m.save_pretrained(tmp_path / "wm")
+    back = load_world_model(tmp_path / "wm")
+    assert torch.equal(back.object_projection, m.object_projection)
+    with pytest.raises(ConfigError, match="state_heatmaps=true needs state_conditioned_frames=true"):
+        make_world_model("deterministic", state_heatmaps=True, **{**kw, "state_conditioned_frames": False})

@@ -615,3 +615,146 @@ def test_head_reads_cond_widens_the_head_and_learns_from_the_raw_conditioning(fa
     frames, states, actions = inputs()
     o = m2.rollout(frames, states, actions)
     assert o.states.shape == (3, actions.shape[1], m.config.full_state_dim)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_state_conditioned_frames_read_the_chunk_states(family, tmp_path):
+    """``state_conditioned_frames`` widens the conditioning by the chunk's states (K*D) and a flag,
+    trains on the real target states (withheld for the dropout share) and, without a state model,
+    runs with them withheld."""
+    m = tiny_model(family, state_conditioned_frames=True, state_cond_dropout=0.0)
+    plain = tiny_model(family)
+    k, d = m.config.chunk_size, m.config.full_state_dim
+    assert m.cond_size(0) == plain.cond_size(0) + k * d + 1
+    assert m.net.cond_mlp[0].in_features == plain.net.cond_mlp[0].in_features + k * d + 1
+    batch = WindowSampler(synthetic_trajectories(), m.config, seed=0).sample(4)
+    ctx_n = m.norm_states(batch["states"][:, :2])
+    fut, heat = m._training_future(batch, ctx_n)
+    assert heat is None  # no heatmaps without state_heatmaps
+    want = m.future_features(ctx_n, m.norm_states(batch["states"][:, 2:4]))
+    assert torch.equal(fut, want) and torch.equal(fut[:, -1], torch.ones(4))
+    delta = (batch["states"][:, 2:4] - batch["states"][:, 1:2]) / m.state_std  # proprio: spread units
+    torch.testing.assert_close(fut[:, :-1], delta.flatten(1).clamp(-10, 10))
+    m.config.state_cond_dropout = 1.0
+    assert torch.equal(m._training_future(batch, ctx_n)[0], torch.zeros_like(fut))
+    m.config.state_cond_dropout = 0.0
+    m.train()
+    m.training_loss(batch)[0].backward()
+    grad = m.net.cond_mlp[0].weight.grad
+    n_extra = 16 if family == "diffusion" else 0
+    cols = grad[:, grad.shape[1] - n_extra - (k * d + 1) : grad.shape[1] - n_extra]
+    assert torch.isfinite(cols).all() and cols.abs().sum() > 0  # the chunk-state columns are trained
+    m.eval()
+    frames, states, actions = inputs()
+    ctx = m.init_context(frames, states)
+    torch.manual_seed(0)
+    alone = m.step(ctx, actions[:, :2]).frames
+    torch.manual_seed(0)
+    withheld = m._predict(ctx, m.norm_actions(actions[:, :2]), None)[0]
+    from worldmodels.modeling_common import quantize, to_uint8
+
+    assert torch.equal(alone, to_uint8(quantize(withheld)))
+    # states given from outside replace the predicted ones and the frames are drawn from them
+    given = states[:, -1:].expand(-1, 2, -1) + torch.tensor([3.0, -2.0])
+    torch.manual_seed(0)
+    o = m.step(ctx, actions[:, :2], states=given)
+    torch.testing.assert_close(o.states, given, atol=1e-5, rtol=1e-5)
+    torch.manual_seed(0)
+    drawn = m._predict(ctx, m.norm_actions(actions[:, :2]), m.norm_states(given))[0]
+    torch.testing.assert_close(o.frames, to_uint8(quantize(drawn)), atol=1, rtol=0)
+    from worldmodels.modeling_common import WorldModelInputError
+
+    with pytest.raises(WorldModelInputError, match="states"):
+        m.step(ctx, actions[:, :2], states=given[:, :1])
+    m.save_pretrained(tmp_path / "wm")
+    back = load_world_model(tmp_path / "wm")
+    assert back.config.state_conditioned_frames is True
+    assert back.net.cond_mlp[0].in_features == m.net.cond_mlp[0].in_features
+    with pytest.raises(ConfigError, match="state_cond_dropout=1.5"):
+        make_world_model(family, state_cond_dropout=1.5)
+    with pytest.raises(ConfigError, match="state_conditioned_frames=true needs state_dim"):
+        make_world_model(family, state_dim=0, state_conditioned_frames=True)
+
+
+def test_state_conditioned_frames_learn_motion_the_actions_do_not_explain():
+    """The square moves by a hidden random walk (the actions are unrelated noise) and the state is
+    its position: a model given the chunk's states learns to draw it where they say, a plain one
+    cannot, so its held-out error stays well above."""
+    from worldmodels.modeling_common import to_unit
+
+    def walk(seed: int) -> Trajectories:
+        traj = synthetic_trajectories(episodes=6, length=10, seed=seed)
+        rng = np.random.default_rng(seed + 100)
+        for e in range(6):
+            pos = rng.uniform(5, 10, 2)
+            for t in range(10):
+                i = e * 10 + t
+                img = np.full((16, 16, 3), 128, np.uint8)
+                y, x = np.round(pos).astype(int)
+                img[y - 1 : y + 2, x - 1 : x + 2] = (216, 25, 25)
+                traj.images[i], traj.states[i] = img, pos
+                pos = np.clip(pos + rng.choice([-1.0, 1.0], 2), 2, 13)
+        return traj
+
+    train, test = walk(0), walk(1)
+    errs = {}
+    for given in (True, False):
+        torch.manual_seed(0)
+        m = tiny_model("deterministic", state_conditioned_frames=given, state_cond_dropout=0.0,
+                       context_noise_max=0.0, block_out_channels=[16, 32], norm_num_groups=8, head_hidden=32)
+        m.fit_stats(train.states, train.actions, train.rewards)
+        opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+        sampler = WindowSampler(train, m.config, seed=0)
+        m.train()
+        for _ in range(150):
+            train_step(m, opt, sampler.sample(16))
+        m.eval()
+        tb = WindowSampler(test, m.config, seed=1).sample(32)
+        ctx = m.init_context(tb["frames"][:, :2], tb["states"][:, :2])
+        future = m.norm_states(tb["states"][:, 2:4]) if given else None
+        with torch.no_grad():
+            pred = m._predict(ctx, m.norm_actions(tb["actions"]), future)[0]
+        errs[given] = float((pred - to_unit(tb["frames"][:, 2:4])).pow(2).mean())
+    assert errs[True] < 0.6 * errs[False], errs
+
+
+def test_frames_follow_states_projection_and_gap():
+    """benchmarks.frames_follow_states: the fitted projection recovers where the cubes are drawn,
+    and the frame-state gap is the distance between a drawn cube and where its state puts it."""
+    from benchmarks.frames_follow_states import fit_projection, frame_state_gap, project
+
+    rng = np.random.default_rng(0)
+    n = 120
+    cubes = np.stack([rng.uniform([-0.2, -0.2, 0.02], [0.2, 0.2, 0.1], (n, 3))], 0)[0]  # (n, 3): x, y, z
+    cubes = np.stack([cubes, cubes[::-1], np.roll(cubes, 7, 0)], 1)  # (n, 3 cubes, xyz)
+    cols = [(216, 25, 25), (25, 190, 50), (38, 76, 230)]
+
+    def draw(c: np.ndarray) -> np.ndarray:  # row = 32 + 100 y - 50 z, col = 32 + 100 x
+        img = np.full((64, 64, 3), 128, np.uint8)
+        for j in range(3):
+            r, q = int(round(32 + 100 * c[j, 1] - 50 * c[j, 2])), int(round(32 + 100 * c[j, 0]))
+            img[r - 1 : r + 2, q - 1 : q + 2] = cols[j]
+        return img
+
+    frames = np.stack([draw(c) for c in cubes])
+    coef = fit_projection(frames, cubes)
+    proj = project(coef, cubes[:5])
+    want = np.stack([32 + 100 * cubes[:5, :, 1] - 50 * cubes[:5, :, 2], 32 + 100 * cubes[:5, :, 0]], -1)
+    assert np.abs(proj - want).max() < 0.6  # rounding to the pixel grid
+    assert np.nanmean(frame_state_gap(frames, cubes, coef)) < 0.5
+    moved = cubes.copy()
+    moved[..., 0] += 0.04  # every state 4 px to the right of where the frame draws the cube
+    gap = frame_state_gap(frames, moved, coef)
+    assert 3.4 < np.nanmean(gap) < 4.6
+    with pytest.raises(ValueError, match="visible in only"):
+        fit_projection(frames[:10], cubes[:10])
+    from worldmodels.object_projection import OFFSCREEN
+    from worldmodels.object_projection import fit_projection as fit_any
+
+    cen = np.zeros((30, 2, 2))
+    vis = np.zeros((30, 2), bool)
+    vis[:, 0] = True
+    cen[:, 0] = rng.uniform(0, 60, (30, 2))
+    xyz = rng.uniform(-0.1, 0.1, (30, 2, 3))
+    coef = fit_any(cen, vis, xyz, unseen="offscreen")  # object 1 is never seen: it maps off the image
+    assert np.all(coef[1, 0] == OFFSCREEN) and (project(coef, xyz)[:, 1] < -1000).all()

@@ -42,6 +42,29 @@ class WorldModelConfig:
             from where the actions took it, and a policy in imagination reads a wrong state).
         env_state_momentum: an object that moved more than this (metres) between the last two
             context states keeps its gate open (sliding or falling after a contact ends).
+        state_conditioned_frames: the frame generator also reads the K states of the chunk it draws
+            (as changes from the last context state: proprio dims in units of their spread,
+            environment-state dims in ``env_state_loss_scale`` units, and a flag saying they are
+            given). Training gives it the real states of the target chunk (except for a
+            ``state_cond_dropout`` share of windows, which get zeros and the flag off); in an
+            imagined rollout with an attached state model that has an arm
+            (:meth:`WorldModel.attach_object_dynamics`, ``ObjectDynamics`` with ``arm``) it gets that
+            model's states, so the frames the policy sees draw the arm and the objects where the state
+            model moved them (and the state-rule success reads the same world). Without such a model it
+            runs with the flag off, as an ordinary world model. Built-in suite: needs a ~5 mm state
+            model; see ``benchmarks.rl_headroom``.
+        state_cond_dropout: share of training windows whose chunk states are withheld (flag off), so
+            the model also works without a state model.
+        state_heatmaps: with ``state_conditioned_frames``, the chunk's object positions also enter the
+            frame generator as images, where a global conditioning vector cannot say "here": one
+            Gaussian blob (``heatmap_sigma`` px) per object and chunk step, at the pixel where the
+            object's state puts it (a quadratic projection of its xyz fitted on the training frames'
+            ``object_colors`` masks, :mod:`worldmodels.object_projection`; saved with the weights).
+            Needs ``env_state_dim`` = 3 x the number of ``object_colors`` (in the same order).
+        heatmap_sigma: width of those blobs (pixels).
+        heatmap_workspace_m: an object whose x or y is farther than this from the origin (metres) is
+            out of the workspace (the built-in suite parks the objects a task does not use at
+            y = -3 m): such frames are left out of the projection fit and such an object gets no blob.
         instruction_dim: E, size of an optional instruction embedding (0: no instruction input).
         patch_size: space-to-depth factor p: the UNet runs at (H/p, W/p) on 3p^2 channels per frame.
         block_out_channels: UNet channels per resolution level (diffusers ``UNet2DModel``).
@@ -96,6 +119,11 @@ class WorldModelConfig:
     env_state_contact_radius: float = 0.0
     env_state_momentum: float = 0.004
     residual_states: bool = False
+    state_conditioned_frames: bool = False
+    state_cond_dropout: float = 0.2
+    state_heatmaps: bool = False
+    heatmap_sigma: float = 1.5
+    heatmap_workspace_m: float = 1.0
     instruction_dim: int = 0
     patch_size: int = 2
     block_out_channels: tuple[int, ...] = (32, 64, 128)
@@ -149,6 +177,22 @@ class WorldModelConfig:
                 f"env_state_contact_radius={self.env_state_contact_radius} needs env_state_dim > 0 and a multiple "
                 f"of 3 (object xyz triples; got {self.env_state_dim}) and state_dim >= 3 (tcp xyz; got {self.state_dim})"
             )
+        if self.state_conditioned_frames and not self.full_state_dim:
+            raise ConfigError("state_conditioned_frames=true needs state_dim > 0 (the states the frames follow)")
+        if isinstance(self.state_cond_dropout, bool) or not 0.0 <= self.state_cond_dropout <= 1.0:
+            raise ConfigError(f"state_cond_dropout={self.state_cond_dropout!r} must be in [0, 1]")
+        if self.state_heatmaps and (
+            not self.state_conditioned_frames or not self.object_colors or self.env_state_dim != 3 * len(self.object_colors)
+        ):
+            raise ConfigError(
+                f"state_heatmaps=true needs state_conditioned_frames=true and env_state_dim = 3 x the "
+                f"{len(self.object_colors)} object_colors (got state_conditioned_frames={self.state_conditioned_frames}, "
+                f"env_state_dim={self.env_state_dim})"
+            )
+        if isinstance(self.heatmap_sigma, bool) or not isinstance(self.heatmap_sigma, (int, float)) or not self.heatmap_sigma > 0:
+            raise ConfigError(f"heatmap_sigma={self.heatmap_sigma!r} must be a number > 0 (pixels)")
+        if isinstance(self.heatmap_workspace_m, bool) or not isinstance(self.heatmap_workspace_m, (int, float)) or not self.heatmap_workspace_m > 0:
+            raise ConfigError(f"heatmap_workspace_m={self.heatmap_workspace_m!r} must be a number > 0 (metres)")
         if self.env_state_dim and not self.state_dim:
             raise ConfigError(f"env_state_dim={self.env_state_dim} needs state_dim > 0 (the proprio state)")
         if not self.block_out_channels or min(self.block_out_channels) < 1:

@@ -323,6 +323,8 @@ class WorldModel(nn.Module):
         self.register_buffer("action_std", torch.ones(c.action_dim))
         self.register_buffer("reward_scale", torch.ones(()))
         self.register_buffer("stats_fitted", torch.zeros((), dtype=torch.bool))
+        if c.state_heatmaps:  # where each object's xyz lands in the image (fit_stats fits it)
+            self.register_buffer("object_projection", torch.zeros(len(c.object_colors), 10, 2))
 
     # ------------------------------------------------------------------ object dynamics
     def attach_object_dynamics(self, model: Any) -> None:
@@ -399,9 +401,35 @@ class WorldModel(nn.Module):
         return self.state_mean.device
 
     def cond_size(self, extra: int) -> int:
-        """Raw conditioning size: K actions, T states, context-noise features, instruction, ``extra``."""
+        """Raw conditioning size: K actions, T states, context-noise features, instruction, the
+        chunk's states (``state_conditioned_frames``: K*D + 1), ``extra``."""
         c = self.config
-        return c.chunk_size * c.action_dim + c.context_frames * c.full_state_dim + 16 + c.instruction_dim + extra
+        future = c.chunk_size * c.full_state_dim + 1 if c.state_conditioned_frames else 0
+        return (
+            c.chunk_size * c.action_dim + c.context_frames * c.full_state_dim + 16 + c.instruction_dim + future + extra
+        )
+
+    def future_features(self, ctx_states_n: Tensor, future_n: Tensor | None, keep: Tensor | None = None) -> Tensor:
+        """Conditioning on the chunk's states (``WorldModelConfig.state_conditioned_frames``).
+
+        ctx_states_n (B, T, D) and future_n (B, K, D) normalised (None: not given) -> (B, K*D + 1):
+        the change of each chunk state from the last context state (proprio dims in normalised units,
+        environment-state dims in ``env_state_loss_scale`` units, clamped to +-10) and a flag (1:
+        given). ``keep`` (B,) bool withholds the rows where it is False (zeros, flag 0)."""
+        c = self.config
+        b = ctx_states_n.shape[0]
+        if future_n is None:
+            return ctx_states_n.new_zeros(b, c.chunk_size * c.full_state_dim + 1).float()
+        delta = future_n.float() - ctx_states_n[:, -1:].float()
+        e = c.env_state_dim
+        if e:
+            scale = torch.ones_like(self.state_std)
+            scale[-e:] = self.state_std[-e:] / c.env_state_loss_scale
+            delta = delta * scale
+        feats = torch.cat([delta.clamp(-10.0, 10.0).flatten(1), delta.new_ones(b, 1)], dim=1)
+        if keep is not None:
+            feats = feats * keep.float()[:, None]
+        return feats
 
     @property
     def uses_bf16(self) -> bool:
@@ -415,10 +443,22 @@ class WorldModel(nn.Module):
         return contextlib.nullcontext()
 
     # ------------------------------------------------------------------ normalisation
-    def fit_stats(self, states: np.ndarray, actions: np.ndarray, rewards: np.ndarray | None = None) -> None:
+    def fit_stats(
+        self,
+        states: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray | None = None,
+        images: np.ndarray | None = None,
+    ) -> None:
         """Set normalisation statistics from data. states: (N, D) (D = :attr:`state_dim`, see
-        :func:`model_states`), actions: (N, A), rewards: (N,)."""
+        :func:`model_states`), actions: (N, A), rewards: (N,); images uint8 (N, H, W, 3), the frames
+        of those states (``state_heatmaps``: the object projection is fitted on them)."""
         c = self.config
+        if c.state_heatmaps:
+            if images is None or len(images) != len(states):
+                got = None if images is None else len(images)
+                raise WmrlError(f"state_heatmaps=true fits the object projection on frames: images has {got} rows; expected {len(states)}")
+            self.object_projection.copy_(torch.as_tensor(self._fit_projection(images, states), dtype=torch.float32))
         if c.full_state_dim:
             self.state_mean.copy_(torch.as_tensor(states.mean(0), dtype=torch.float32))
             self.state_std.copy_(torch.as_tensor(states.std(0), dtype=torch.float32).clamp_min(1e-3))
@@ -427,6 +467,52 @@ class WorldModel(nn.Module):
         if rewards is not None and len(rewards):
             self.reward_scale.fill_(float(max(np.abs(rewards).max(), 1e-3)))
         self.stats_fitted.fill_(True)
+
+    def _fit_projection(self, images: np.ndarray, states: np.ndarray, max_frames: int = 20000) -> np.ndarray:
+        """Quadratic xyz -> pixel map per object (O, 10, 2) from up to ``max_frames`` frames (uint8
+        (N, H, W, 3)) and their states (N, D): centroids of each ``object_colors`` mask (an object never
+        in view maps off the image: its heatmaps stay zero)."""
+        from worldmodels.object_projection import fit_projection, mask_centroids
+
+        c = self.config
+        rows = np.random.default_rng(0).permutation(len(images))[:max_frames]
+        masks = []
+        for i in range(0, len(rows), 2048):
+            f = to_unit(torch.from_numpy(np.ascontiguousarray(images[rows[i : i + 2048]])))
+            masks.append(
+                torch.cat([object_masks(f, (col,), c.object_color_cos) for col in c.object_colors], dim=-3).numpy()
+            )
+        cen, vis = mask_centroids(np.concatenate(masks))
+        xyz = np.asarray(states, np.float64)[rows, -c.env_state_dim :].reshape(len(rows), -1, 3)
+        vis &= (np.abs(xyz[..., :2]) <= c.heatmap_workspace_m).all(-1)  # parked objects: left out
+        try:
+            coef = fit_projection(cen, vis, xyz, unseen="offscreen")
+        except np.linalg.LinAlgError as e:
+            raise WmrlError(f"state_heatmaps: the object projection fit failed ({e})") from None
+        return coef
+
+    @property
+    def heatmap_channels(self) -> int:
+        """Extra input channels of the frame generator: K x objects with ``state_heatmaps``, else 0."""
+        c = self.config
+        return c.chunk_size * len(c.object_colors) if c.state_heatmaps else 0
+
+    def future_heatmaps(self, future_n: Tensor | None, keep: Tensor | None = None, batch: int = 0) -> Tensor | None:
+        """``state_heatmaps``: the chunk's object positions as images. future_n (B, K, D) normalised
+        (None: not given, zeros for ``batch`` rows) -> (B, K*O, H, W) Gaussian blobs at the projected
+        positions; rows where ``keep`` (B,) is False are zeros. None without ``state_heatmaps``."""
+        c = self.config
+        if not c.state_heatmaps:
+            return None
+        if future_n is None:
+            return torch.zeros(batch, self.heatmap_channels, c.image_size, c.image_size, device=self.device)
+        from worldmodels.object_projection import gaussian_heatmaps, project
+
+        xyz = self.denorm_states(future_n)[..., -c.env_state_dim :].unflatten(-1, (-1, 3))  # (B, K, O, 3)
+        heat = gaussian_heatmaps(project(self.object_projection, xyz), c.image_size, c.heatmap_sigma)
+        in_view = (xyz[..., :2].abs() <= c.heatmap_workspace_m).all(-1)  # parked objects: no blob
+        heat = (heat * in_view[..., None, None].to(heat.dtype)).flatten(1, 2)
+        return heat if keep is None else heat * keep.float()[:, None, None, None]
 
     def norm_states(self, s: Tensor) -> Tensor:
         if not self.config.full_state_dim:
@@ -552,9 +638,13 @@ class WorldModel(nn.Module):
         return WMContext(to_unit(f), s, self.encode_instructions(instructions, b))
 
     @torch.no_grad()
-    def step(self, ctx: WMContext, actions: Any, instructions: Any = None) -> WMStepOutput:
+    def step(self, ctx: WMContext, actions: Any, instructions: Any = None, states: Any = None) -> WMStepOutput:
         """Imagine K steps. actions: float32 (B, K, A) in [-1, 1]. Returns WMStepOutput with the
-        new context (the last T frames; memory does not grow with the horizon)."""
+        new context (the last T frames; memory does not grow with the horizon).
+
+        states: float32 (B, K, D), the chunk's states given from outside (e.g. the real ones): they
+        replace the predicted states, and a ``state_conditioned_frames`` model draws its frames from
+        them. Otherwise an attached state model with an arm gives them to such a model."""
         if not isinstance(ctx, WMContext):
             raise WorldModelInputError(
                 f"ctx is a {type(ctx).__name__}; expected a WMContext from init_context"
@@ -566,10 +656,23 @@ class WorldModel(nn.Module):
         if instructions is not None and c.instruction_dim:
             instr = self.encode_instructions(instructions, b)
             ctx = WMContext(ctx.frames, ctx.states, instr)
-        frames, states_n, rew, succ_logit = self._predict(ctx, self.norm_actions(a))
-        states_n = self.absolute_states(states_n, ctx.states)
-        if self.object_dynamics is not None:
-            states_n = self._step_objects(ctx.states, states_n, a)
+        od = self.object_dynamics
+        given = None
+        if states is not None:
+            given = self.norm_states(self._check_float(states, "states", (b, c.chunk_size, c.full_state_dim)))
+        elif c.state_conditioned_frames and od is not None and od.config.arm:
+            # the state model moves arm and objects first; the frames are drawn where it put them
+            last = ctx.states[:, -1:].expand(-1, c.chunk_size, -1)  # an arm model reads only the context
+            given = self._step_objects(ctx.states, last, a)
+        if given is not None:
+            future = given if c.state_conditioned_frames else None
+            frames, _, rew, succ_logit = self._predict(ctx, self.norm_actions(a), future)
+            states_n = given
+        else:
+            frames, states_n, rew, succ_logit = self._predict(ctx, self.norm_actions(a))
+            states_n = self.absolute_states(states_n, ctx.states)
+            if od is not None:
+                states_n = self._step_objects(ctx.states, states_n, a)
         frames = quantize(frames)
         new_frames = torch.cat([ctx.frames, frames], dim=1)[:, -c.context_frames :]
         new_states = torch.cat([ctx.states, states_n.float()], dim=1)[:, -c.context_frames :]
@@ -666,8 +769,10 @@ class WorldModel(nn.Module):
                     self.norm_states(sub["states"][:, :t]),
                     sub.get("instruction"),
                 )
-                frames, states_n, _, _ = self._predict(ctx, self.norm_actions(sub["actions"][:, :k]))
-                states_n = self.absolute_states(states_n, ctx.states)
+                future_n = self.norm_states(sub["states"][:, t : t + k]) if c.state_conditioned_frames else None
+                frames, states_n, _, _ = self._predict(ctx, self.norm_actions(sub["actions"][:, :k]), future_n)
+                # the context states a state model would give are (close to) the real ones
+                states_n = future_n if future_n is not None else self.absolute_states(states_n, ctx.states)
                 imag = torch.cat([ctx.frames, quantize(frames)], dim=1)[:, -t:]
                 imag_s = torch.cat([ctx.states, states_n.float()], dim=1)[:, -t:]
             out["frames"][use, :t] = to_uint8(imag)
@@ -675,14 +780,29 @@ class WorldModel(nn.Module):
         return out
 
     # ------------------------------------------------------------------ family hooks
-    def _predict(self, ctx: WMContext, actions_n: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _predict(
+        self, ctx: WMContext, actions_n: Tensor, future_n: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Returns frames float (B, K, 3, H, W) in [-1, 1], normalised states (B, K, D), rewards
-        (B, K) in reward_scale units, success logits (B, K)."""
+        (B, K) in reward_scale units, success logits (B, K). ``future_n`` (B, K, D): the chunk's
+        normalised states the frames follow (``state_conditioned_frames``; None: not given)."""
         raise NotImplementedError
 
     def training_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         """batch: see :class:`WindowSampler`. Returns (scalar loss, logs)."""
         raise NotImplementedError
+
+    def _training_future(self, batch: dict[str, Tensor], ctx_states_n: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """(:meth:`future_features`, :meth:`future_heatmaps`) of a training batch's target chunk (its
+        real states), both withheld for the same ``state_cond_dropout`` share of rows; (None, None)
+        unless ``state_conditioned_frames``."""
+        c = self.config
+        if not c.state_conditioned_frames:
+            return None, None
+        t, k = c.context_frames, c.chunk_size
+        future_n = self.norm_states(batch["states"][:, t : t + k])
+        keep = torch.rand(ctx_states_n.shape[0], device=ctx_states_n.device) >= c.state_cond_dropout
+        return self.future_features(ctx_states_n, future_n, keep), self.future_heatmaps(future_n, keep)
 
     # ------------------------------------------------------------------ shared pieces for families
     def _cond(
@@ -692,8 +812,10 @@ class WorldModel(nn.Module):
         actions_n: Tensor,
         instr: Tensor | None,
         extra: Tensor | None = None,
+        future: Tensor | None = None,
     ) -> Tensor:
-        """Conditioning vector (B, cond_size). ctx_noise (B,), states_n (B, T, D), actions_n (B, K, A)."""
+        """Conditioning vector (B, cond_size). ctx_noise (B,), states_n (B, T, D), actions_n (B, K, A),
+        future: :meth:`future_features` (B, K*D + 1) (``state_conditioned_frames``; None: not given)."""
         parts = [actions_n.flatten(1), states_n.flatten(1), fourier_features(ctx_noise * 10.0, 16)]
         if self.config.instruction_dim:
             parts.append(
@@ -701,6 +823,8 @@ class WorldModel(nn.Module):
                 if instr is not None
                 else actions_n.new_zeros(actions_n.shape[0], self.config.instruction_dim)
             )
+        if self.config.state_conditioned_frames:
+            parts.append(future if future is not None else self.future_features(states_n, None))
         if extra is not None:
             parts.append(extra)
         return torch.cat([p.float() for p in parts], dim=1)

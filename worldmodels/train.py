@@ -228,7 +228,10 @@ def train_world_model(
         else:
             model = get_family(family)(mcfg)
             model.fit_stats(
-                model_states(train_traj, mcfg), np.asarray(train_traj.actions), np.asarray(train_traj.rewards)
+                model_states(train_traj, mcfg),
+                np.asarray(train_traj.actions),
+                np.asarray(train_traj.rewards),
+                images=train_traj.images if mcfg.state_heatmaps else None,
             )
         opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
 

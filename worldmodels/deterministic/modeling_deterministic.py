@@ -44,7 +44,7 @@ class DeterministicWorldModel(WorldModel):
         c = config
         torch.manual_seed(c.seed)
         out_ch = (5 if c.predict_flow else 3) * c.chunk_size
-        self.net = ConditionedUNet(c, 3 * c.context_frames, out_ch, self.cond_size(0))
+        self.net = ConditionedUNet(c, 3 * c.context_frames + self.heatmap_channels, out_ch, self.cond_size(0))
         self.head = OutcomeHead(
             c, self.net.mid_channels, self.net.temb_dim, self.cond_size(0) if c.head_reads_cond else 0
         )
@@ -54,15 +54,26 @@ class DeterministicWorldModel(WorldModel):
             nn.init.zeros_(out.bias)
 
     def _forward(
-        self, ctx_frames: Tensor, ctx_noise: Tensor, states_n: Tensor, actions_n: Tensor, instr: Tensor | None
+        self,
+        ctx_frames: Tensor,
+        ctx_noise: Tensor,
+        states_n: Tensor,
+        actions_n: Tensor,
+        instr: Tensor | None,
+        future: Tensor | None = None,
+        heat: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """ctx_frames (B, T, 3, H, W) in [-1, 1] -> frames (B, K, 3, H, W), states (B, K, D),
-        rewards (B, K), success logits (B, K)."""
+        rewards (B, K), success logits (B, K). future: :meth:`future_features` (B, K*D + 1), heat:
+        :meth:`future_heatmaps` (B, K*O, H, W), or None (not given)."""
         c = self.config
         b = ctx_frames.shape[0]
-        cond = self._cond(ctx_noise, states_n, actions_n, instr)
+        cond = self._cond(ctx_noise, states_n, actions_n, instr, future=future)
+        x = ctx_frames.flatten(1, 2)
+        if c.state_heatmaps:
+            x = torch.cat([x, heat if heat is not None else self.future_heatmaps(None, batch=b)], dim=1)
         with self.autocast():
-            out, mid, emb = self.net(ctx_frames.flatten(1, 2), cond)
+            out, mid, emb = self.net(x, cond)
             states, rew, succ = self.head(mid, emb, cond)
         last = ctx_frames[:, -1:].float()
         if c.predict_flow:
@@ -76,9 +87,15 @@ class DeterministicWorldModel(WorldModel):
                 out = out + last
         return out, states, rew, succ
 
-    def _predict(self, ctx: WMContext, actions_n: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _predict(
+        self, ctx: WMContext, actions_n: Tensor, future_n: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         lvl = torch.full((ctx.batch_size,), self.config.inference_context_noise, device=self.device)
-        frames, states, rew, succ = self._forward(ctx.frames, lvl, ctx.states, actions_n, ctx.instruction)
+        future = None if future_n is None else self.future_features(ctx.states, future_n)
+        heat = None if future_n is None else self.future_heatmaps(future_n)
+        frames, states, rew, succ = self._forward(
+            ctx.frames, lvl, ctx.states, actions_n, ctx.instruction, future, heat
+        )
         dz = self.config.residual_deadzone
         if dz > 0:
             last = ctx.frames[:, -1:].float()
@@ -94,7 +111,12 @@ class DeterministicWorldModel(WorldModel):
         noisy, lvl = self._augment_context(ctx)
         states_n = self.norm_states(batch["states"][:, :t])
         pred, states_p, rew_p, succ_p = self._forward(
-            noisy, lvl, states_n, self.norm_actions(batch["actions"]), batch.get("instruction")
+            noisy,
+            lvl,
+            states_n,
+            self.norm_actions(batch["actions"]),
+            batch.get("instruction"),
+            *self._training_future(batch, states_n),
         )
         w = batch["weights"]
         pw = self._pixel_weights(target, ctx[:, -1])

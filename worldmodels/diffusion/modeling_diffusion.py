@@ -35,16 +35,25 @@ class DiffusionWorldModel(WorldModel):
         c = config
         torch.manual_seed(c.seed)
         self.net = ConditionedUNet(
-            c, 3 * (c.context_frames + c.chunk_size), 3 * c.chunk_size, self.cond_size(16)
+            c, 3 * (c.context_frames + c.chunk_size) + self.heatmap_channels, 3 * c.chunk_size, self.cond_size(16)
         )
         self.head = OutcomeHead(
             c, self.net.mid_channels, self.net.temb_dim, self.cond_size(16) if c.head_reads_cond else 0
         )
 
+    def _with_heatmaps(self, ctx_flat: Tensor, heat: Tensor | None) -> Tensor:
+        """Context frames (B, 3T, H, W) followed by the chunk's heatmaps (``state_heatmaps``; zeros
+        when not given)."""
+        if not self.config.state_heatmaps:
+            return ctx_flat
+        heat = heat if heat is not None else self.future_heatmaps(None, batch=ctx_flat.shape[0])
+        return torch.cat([ctx_flat, heat.to(ctx_flat.dtype)], dim=1)
+
     def denoise(
         self, x: Tensor, sigma: Tensor, ctx_flat: Tensor, cond_base: Tensor
     ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor]]:
-        """x: noisy target (B, 3K, H, W); sigma (B,); ctx_flat (B, 3T, H, W); cond_base (B, cond-16).
+        """x: noisy target (B, 3K, H, W); sigma (B,); ctx_flat (B, 3T [+ K*O heatmaps], H, W);
+        cond_base (B, cond-16).
 
         Returns (x0 estimate (B, 3K, H, W) float32,
         (states (B, K, D), rewards (B, K), success logits (B, K)))."""
@@ -57,14 +66,18 @@ class DiffusionWorldModel(WorldModel):
         den = c_skip[:, None, None, None] * x + c_out[:, None, None, None] * f.float()
         return den, heads
 
-    def _predict(self, ctx: WMContext, actions_n: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _predict(
+        self, ctx: WMContext, actions_n: Tensor, future_n: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         c = self.config
         b = ctx.batch_size
         lvl = torch.full((b,), c.inference_context_noise, device=self.device)
-        cond_base = self._cond(lvl, ctx.states, actions_n, ctx.instruction)
+        future = None if future_n is None else self.future_features(ctx.states, future_n)
+        cond_base = self._cond(lvl, ctx.states, actions_n, ctx.instruction, future=future)
+        ctx_flat = self._with_heatmaps(ctx.frames.flatten(1, 2), None if future_n is None else self.future_heatmaps(future_n))
         noise = torch.randn(b, 3 * c.chunk_size, c.image_size, c.image_size, device=self.device)
         sig = sampling.karras_sigmas(c.sampling_steps, c.sigma_min, c.sigma_max, c.rho, device=self.device)
-        args = (ctx.frames.flatten(1, 2), cond_base)
+        args = (ctx_flat, cond_base)
         if c.sampler_impl == "fast":
             x, heads = sampling.edm_sample_fast(self.denoise, noise, sig, heun=c.heun, args=args)
         else:
@@ -80,16 +93,17 @@ class DiffusionWorldModel(WorldModel):
         ctx, target = frames[:, :t], frames[:, t : t + k]
         b = ctx.shape[0]
         noisy_ctx, lvl = self._augment_context(ctx)
+        states_n = self.norm_states(batch["states"][:, :t])
+        future, heat = self._training_future(batch, states_n)
         cond_base = self._cond(
-            lvl,
-            self.norm_states(batch["states"][:, :t]),
-            self.norm_actions(batch["actions"]),
-            batch.get("instruction"),
+            lvl, states_n, self.norm_actions(batch["actions"]), batch.get("instruction"), future=future
         )
         sigma = (c.p_mean + c.p_std * torch.randn(b, device=ctx.device)).exp()
         x0 = target.flatten(1, 2)
         x = x0 + sigma[:, None, None, None] * torch.randn_like(x0)
-        den, (states_p, rew_p, succ_p) = self.denoise(x, sigma, noisy_ctx.flatten(1, 2), cond_base)
+        den, (states_p, rew_p, succ_p) = self.denoise(
+            x, sigma, self._with_heatmaps(noisy_ctx.flatten(1, 2), heat), cond_base
+        )
         # EDM loss weight (sigma^2 + sd^2) / (sigma sd)^2 makes this the unit-variance F-space MSE.
         c_skip, c_out, _, _ = sampling.edm_preconditioning(sigma, c.sigma_data)
         lam = 1.0 / c_out**2
