@@ -1152,3 +1152,28 @@ def test_state_heatmaps_draw_the_cubes_where_their_states_put_them(data, tmp_pat
     assert torch.equal(back.object_projection, m.object_projection)
     with pytest.raises(ConfigError, match="state_heatmaps=true needs state_conditioned_frames=true"):
         make_world_model("deterministic", state_heatmaps=True, **{**kw, "state_conditioned_frames": False})
+
+
+def test_object_dynamics_fits_on_fresh_policy_rollouts_too(data, tmp_path, capsys):
+    """``python -m worldmodels.object_dynamics --policy P --policy-episodes N``: N real episodes of a
+    saved policy, with environment states, join the demos the state model is fitted on."""
+    from dataclasses import replace
+
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+    from wmrl.data import Trajectories
+    from worldmodels.object_dynamics import ObjectDynamicsConfig, fit_object_dynamics, main, policy_rollouts
+
+    torch.manual_seed(0)
+    VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).save_pretrained(tmp_path / "pol")
+    roll, st = policy_rollouts(tmp_path / "pol", ["PushCube-v0"], SIZE, 3, std=0.1, seed=5, num_envs=2)
+    assert st["episodes"] == 3 and st["env_steps"] >= roll.num_frames > 0  # unfinished episodes count too
+    assert roll.env_states is not None and roll.env_states.shape[1] == data.env_states.shape[1]
+    both = Trajectories.concat([data, roll])
+    cfg = ObjectDynamicsConfig(steps=20, batch_size=64, hidden=32, layers=2, test_fraction=0.25)
+    _, metrics = fit_object_dynamics(both, replace(cfg, arm=True), progress=False)
+    assert metrics["train_episodes"] + metrics["test_episodes"] == data.num_episodes + 3
+    for bad in (["--policy-episodes", "2"], ["--policy", str(tmp_path / "pol")]):
+        with pytest.raises(SystemExit):
+            main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "od"), *bad])
+        assert "needs --policy" in capsys.readouterr().err

@@ -18,6 +18,10 @@ Usage::
 
 fits one on a LeRobotDataset written by ``wmrl collect`` (it needs ``observation.environment_state``)
 and saves it (``config.json`` + ``model.safetensors``) with its held-out one-step and open-loop errors.
+``--policy RUN/sft/policy --policy-episodes N [--policy-std 0.1]`` also fits on N fresh episodes of
+that policy in the real simulator (the dataset's tasks, sampling noise ``--policy-std``): the
+contacts a policy makes, which demos rarely show. Their real env steps are in the metrics
+(``policy_rollout_real_env_steps``), to be counted against any real-step budget.
 """
 
 from __future__ import annotations
@@ -452,6 +456,32 @@ def fit_object_dynamics(
     return model, metrics
 
 
+def policy_rollouts(
+    policy_dir: str | Path,
+    tasks: list[str],
+    image_size: int,
+    episodes: int,
+    std: float | None = 0.1,
+    seed: int = 9000,
+    num_envs: int = 16,
+) -> tuple[Any, dict[str, float]]:
+    """``episodes`` real episodes of the saved policy in ``policy_dir`` on ``tasks`` (sampled actions,
+    exploration noise ``std``; None: the policy's own), as ``wmrl.data.Trajectories`` with environment
+    states, and ``{"episodes", "success_rate", "env_steps"}``."""
+    import envs
+    from imagination.coevolution import policy_chunk_fn, record_rollouts
+    from imagination.trainer_utils import set_exploration_std
+    from policies import load_policy
+
+    policy = load_policy(policy_dir)
+    set_exploration_std(std, policy)
+    env = envs.make_vec(tasks, min(num_envs, episodes), image_size=image_size, autoreset_mode="same_step", seed=seed)
+    try:
+        return record_rollouts(env, policy_chunk_fn(policy), episodes, policy.chunk_size, seed=seed)
+    finally:
+        env.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m worldmodels.object_dynamics", description=__doc__.split("\n\n")[0]
@@ -463,14 +493,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--arm", action="store_true", help="also learn the proprio (and replace the world model's)"
     )
+    p.add_argument("--policy", default=None, help="a saved policy folder (e.g. RUN/sft/policy) to collect episodes with")
+    p.add_argument("--policy-episodes", type=int, default=0, help="real episodes of --policy to fit on too")
+    p.add_argument("--policy-std", type=float, default=0.1, help="its exploration noise (default 0.1)")
+    p.add_argument("--policy-seed", type=int, default=9000, help="env seed of those episodes")
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    from wmrl.data import load_trajectories
+    if args.policy_episodes < 0 or (args.policy_episodes > 0) != (args.policy is not None):
+        p.error(f"--policy-episodes {args.policy_episodes} needs --policy, and --policy needs --policy-episodes >= 1")
+    from wmrl.data import Trajectories, load_trajectories
 
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     traj = load_trajectories(args.data)
+    rollout_stats = None
+    if args.policy_episodes:
+        tasks = sorted(set(traj.task_ids))
+        roll, rollout_stats = policy_rollouts(
+            args.policy, tasks, int(traj.images.shape[1]), args.policy_episodes, args.policy_std, args.policy_seed
+        )
+        traj = Trajectories.concat([traj, roll])
     model, metrics = fit_object_dynamics(
         traj,
         ObjectDynamicsConfig(
@@ -479,6 +522,14 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.no_progress,
     )
     metrics["data"] = str(args.data)
+    if rollout_stats is not None:
+        metrics.update(
+            policy=str(args.policy),
+            policy_std=args.policy_std,
+            policy_rollout_episodes=int(rollout_stats["episodes"]),
+            policy_rollout_success=float(rollout_stats["success_rate"]),
+            policy_rollout_real_env_steps=int(rollout_stats["env_steps"]),
+        )
     model.save_pretrained(args.out, metrics)
     print(json.dumps(metrics, indent=2))
     return 0
