@@ -255,6 +255,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("rl_headroom_imagined_odarm.json", "rl_headroom t=0, the default pixel model with the pipeline-fitted "
      "arm-and-object model (the runs' ablation_odarm folders; the like-for-like baseline of the next two rows)",
      _agreement, ""),
+    ("rl_headroom_imagined_odpolicy.json", "same as rl_headroom_imagined_odarm.json, the state model fitted on the "
+     "demos plus 720 fresh SFT-policy episodes at std 0.1 per run (object_dynamics --policy, ~30k real steps)",
+     _agreement, ""),
+    ("rl_headroom_imagined_odpolicy.json", "that state model alone, open loop", lambda d: _replay(d, key="state"), ""),
     ("rl_headroom_imagined_scframes.json", "rl_headroom t=0 in the world whose frames read the state model's states "
      "(state_conditioned_frames, the runs' ablation_scframes folders)", _agreement, ""),
     ("rl_headroom_imagined_schm.json", "same, frames with cube heatmaps too (state_heatmaps, ablation_schm)",
