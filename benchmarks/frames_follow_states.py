@@ -78,8 +78,8 @@ def frame_state_gap(frames: np.ndarray, cubes: np.ndarray, coef: np.ndarray) -> 
 
 
 def windows(traj: Any, full: np.ndarray, context: int, horizon: int, n: int, seed: int) -> dict[str, np.ndarray]:
-    """Up to ``n`` held-out windows (one random start per episode first, then more): frames (N,
-    T+H, h, w, 3), states (N, T+H, D) (the world model's full states), actions (N, H, A)."""
+    """Up to ``n`` held-out windows (starts drawn at random, sorted): frames (N, T+H, h, w, 3),
+    states (N, T+H, D) (the world model's full states), actions (N, H, A)."""
     rng = np.random.default_rng(seed)
     starts = np.asarray(traj.window_starts(context, horizon))
     pick = np.sort(rng.permutation(starts)[:n])
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         got = [r["modes"][mode] for r in runs.values() if mode in r["modes"]]
         if got:
             summary[mode] = {
-                key: [float(np.mean([g[key][i] for g in got if g[key][i] is not None])) for i in range(a.horizon)]
+                key: _nanmean0(np.array([[np.nan if v is None else v for v in g[key]] for g in got], float))
                 for key in ("object_error_px", "frame_state_gap_px", "cube_state_error_cm")
             }
     res = {
