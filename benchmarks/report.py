@@ -71,11 +71,16 @@ def _agreement(d: dict, std: str = "0.1") -> str:
             f"{_fmt(adv.get('cosine'))} (chance p95 {_fmt(_get(adv, 'cosine_shuffled.p95'))})")
 
 
+_REPLAY_ROWS = {"state": "state_model_open_loop", "rendered": "state_model_rendered", "drawn": "model_drawn_real"}
+
+
 def _replay(d: dict, std: str = "0.1", key: str = "twin") -> str:
-    """rl_headroom replays of the real sampled groups (the pixel-noise twin, or the state model open
-    loop): success of the replay / real, per-sample agreement, per-start Pearson, advantage cosine."""
+    """rl_headroom replays of the real sampled groups (``key``: the pixel-noise ``twin``, the ``state``
+    model open loop, the state model closed loop ``rendered`` by the simulator, the real dynamics
+    ``drawn`` by the world model): success of the replay / real, per-sample agreement, per-start
+    Pearson, advantage cosine."""
     per_std = (d.get("twin" if key == "twin" else "imagined") or {}).get(std) or {}
-    row = per_std if key == "twin" else per_std.get("state_model_open_loop") or {}
+    row = per_std if key == "twin" else per_std.get(_REPLAY_ROWS[key]) or {}
     sm, adv = row.get("samples") or {}, row.get("advantage") or {}
     return (f"{_fmt(sm.get('imagined_success'))} / {_fmt(sm.get('real_success'))}; agreement "
             f"{_fmt(sm.get('agreement'))}; Pearson {_fmt(row.get('start_rate_pearson'))}; cosine "
@@ -263,6 +268,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(state_conditioned_frames, the runs' ablation_scframes folders)", _agreement, ""),
     ("rl_headroom_imagined_schm.json", "same, frames with cube heatmaps too (state_heatmaps, ablation_schm)",
      _agreement, ""),
+    ("rl_headroom_split_odarm.json", "where the closed loop loses it: the pipeline's arm-and-object state model closed "
+     "loop, the policy seeing the simulator's own rendering of its states (--rendered-state-model; same runs as "
+     "rl_headroom_imagined_odarm.json)", lambda d: _replay(d, key="rendered"), ""),
+    ("rl_headroom_split_schm.json", "the real simulator closed loop, the policy seeing the heatmap world's drawing of "
+     "the real states (--model-drawn-real; ablation_schm runs)", lambda d: _replay(d, key="drawn"), ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

@@ -6,7 +6,8 @@ Usage::
         [--starts-per-task 8] [--samples 16] [--group-size 8] [--policy sft/policy] --out FILE.json
     python -m benchmarks.rl_headroom --runs ... --stds 0.1 --imagined [--world-round R] [--keyframe-chunk C]
         --out FILE.json
-    python -m benchmarks.rl_headroom --runs ... --stds 0.1 --imagined --object-dynamics NAME --out FILE.json
+    python -m benchmarks.rl_headroom --runs ... --stds 0.1 --imagined --object-dynamics NAME
+        [--rendered-state-model] [--model-drawn-real] --out FILE.json
     python -m benchmarks.rl_headroom --runs ... --stds 0.1 --twin-pixel-noise 2 --out FILE.json
     python -m benchmarks.rl_headroom --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -40,6 +41,12 @@ run's imagination horizon), as keyframe-initialized rollouts start imagined epis
 cubes of the imagined episodes (and so the state-rule success) then move by it; a model with an arm
 (``--arm``) also gives the proprio, and replays every real sample's actions alone, open loop
 (``imagined.<std>.state_model_open_loop``: the dynamics without the policy's closed loop).
+``--rendered-state-model`` (with such an arm model) runs every sampled group once more closed loop
+in that model alone, the policy seeing the simulator's rendering of the model's states
+(``imagined.<std>.state_model_rendered``; :mod:`benchmarks._split_worlds`): what the state
+model allows any pixel model at best. ``--model-drawn-real`` runs every sampled group once more in
+the real simulator, the policy seeing the world model's drawing of the real states
+(``imagined.<std>.model_drawn_real``): what the drawing alone costs.
 ``--twin-pixel-noise SIGMA`` replays every sampled group in the real simulator once more, the policy
 seeing its frames with SIGMA uint8 levels of Gaussian noise and drawing the same action noise
 (``twin``): the agreement a world model right up to such a change could reach at best.
@@ -416,6 +423,8 @@ def measure_run(
     keyframe_horizon: int | None = None,
     object_dynamics: str | None = None,
     twin_pixel_noise: float = 0.0,
+    rendered_state_model: bool = False,
+    model_drawn_real: bool = False,
 ) -> dict[str, Any]:
     """Headroom of one run folder's policy (and with ``imagined``, the agreement of its world model of
     round ``world_round`` on the same starts); see the module docstring. ``keyframe_chunk`` C > 0
@@ -424,7 +433,11 @@ def measure_run(
     ``keyframe_horizon`` chunks (default: the run's imagination horizon). ``object_dynamics``: see :func:`_imagined_env`. ``twin_pixel_noise`` > 0 also runs every sampled
     group once more in the real simulator, the policy seeing the frames with that much pixel noise
     (:class:`_PixelNoise`) and drawing the same action noise: the agreement ceiling of a world
-    that is right up to an imperceptible change of the frames."""
+    that is right up to an imperceptible change of the frames. ``rendered_state_model`` also runs every
+    sampled group closed loop in the attached arm-and-object model, the policy seeing the simulator's
+    rendering of its states (:class:`RenderedStateModelWorld`) and drawing the same action noise.
+    ``model_drawn_real`` runs every sampled group once more in the real simulator, the policy seeing the
+    world model's drawing of the real states (:class:`ModelDrawnRealWorld`), the same action noise."""
     import torch
     from tqdm.auto import tqdm
 
@@ -474,9 +487,16 @@ def measure_run(
     twin_out = {st: np.zeros(shape, bool) for st in stds} if twin_pixel_noise > 0 else None
     state_model = imag.wm.object_dynamics if imag is not None and object_dynamics else None  # the attached model
     state_out = {st: np.zeros(shape, bool) for st in stds} if state_model is not None and state_model.config.arm else None
+    if rendered_state_model and state_out is None:
+        raise WmrlError("--rendered-state-model needs --imagined and an arm-and-object --object-dynamics model")
+    rendered_out = {st: np.zeros(shape, bool) for st in stds} if rendered_state_model else None
+    if model_drawn_real and imag is None:
+        raise WmrlError("--model-drawn-real draws with the run's world model; it needs --imagined")
+    drawn_out = {st: np.zeros(shape, bool) for st in stds} if model_drawn_real else None
     env_steps = 0.0
     bar = tqdm(
-        total=starts_per_task * (1 + len(stds)) * (2 if imagined else 1) + starts_per_task * len(stds) * (twin_out is not None),
+        total=starts_per_task * (1 + len(stds)) * (2 if imagined else 1)
+        + starts_per_task * len(stds) * ((twin_out is not None) + (rendered_out is not None) + (drawn_out is not None)),
         desc=f"headroom {src.name}",
         disable=not progress,
     )
@@ -526,6 +546,21 @@ def measure_run(
                     im_out[s][:, j] = score.bool().numpy().reshape(len(tasks), samples)
                     im_valid[s][:, j] = ok_gate.numpy().reshape(len(tasks), samples)
                     bar.update()
+                if rendered_out is not None:  # the state model closed loop, drawn by the simulator
+                    from benchmarks._split_worlds import RenderedStateModelWorld
+
+                    world = RenderedStateModelWorld(state_model, start, task_ids)
+                    br = collect_first_episodes(world, _NoiseFrom(policy, rng_before), horizon)
+                    rendered_out[s][:, j] = _solved(br, len(tasks))
+                    env_steps += start.replayed_steps
+                    bar.update()
+                if drawn_out is not None:  # the real dynamics closed loop, drawn by the world model
+                    from benchmarks._split_worlds import ModelDrawnRealWorld
+
+                    bd = collect_first_episodes(ModelDrawnRealWorld(imag.wm, start), _NoiseFrom(policy, rng_before), horizon)
+                    drawn_out[s][:, j] = _solved(bd, len(tasks))
+                    env_steps += float(bd.executed.sum()) + start.replayed_steps
+                    bar.update()
                 if twin_out is not None:  # the real simulator again, the frames a little noisy
                     twin = _PixelNoise(_NoiseFrom(policy, rng_before), twin_pixel_noise, seed=10_000 * seed + j)
                     bt = collect_first_episodes(start, twin, horizon)
@@ -563,6 +598,12 @@ def measure_run(
         }
         if state_out is not None:
             extra["imagined"]["state_model_open_loop_outcomes"] = {str(s): state_out[s].astype(int).tolist() for s in stds}
+        if rendered_out is not None:
+            extra["imagined"]["state_model_rendered_outcomes"] = {
+                str(s): rendered_out[s].astype(int).tolist() for s in stds
+            }
+        if drawn_out is not None:
+            extra["imagined"]["model_drawn_real_outcomes"] = {str(s): drawn_out[s].astype(int).tolist() for s in stds}
         imag.close()
     if twin_out is not None:
         extra["twin"] = {"pixel_noise": twin_pixel_noise, "outcomes": {str(s): twin_out[s].astype(int).tolist() for s in stds}}
@@ -622,6 +663,12 @@ def aggregate_imagined(per_run: dict[str, dict[str, Any]], stds: list[float], g:
         if all("state_model_open_loop_outcomes" in r["imagined"] for r in runs):
             other = [r["imagined"]["state_model_open_loop_outcomes"][k] for r in runs]
             out[k]["state_model_open_loop"] = _replay_agreement(runs, other, k, g)
+        if all("state_model_rendered_outcomes" in r["imagined"] for r in runs):
+            other = [r["imagined"]["state_model_rendered_outcomes"][k] for r in runs]
+            out[k]["state_model_rendered"] = _replay_agreement(runs, other, k, g)
+        if all("model_drawn_real_outcomes" in r["imagined"] for r in runs):
+            other = [r["imagined"]["model_drawn_real_outcomes"][k] for r in runs]
+            out[k]["model_drawn_real"] = _replay_agreement(runs, other, k, g)
     return out
 
 
@@ -687,6 +734,16 @@ def main(argv: list[str] | None = None) -> int:
         "on the policy's frames (the agreement ceiling of a world that is right up to such noise)",
     )
     p.add_argument(
+        "--rendered-state-model", action="store_true",
+        help="with an arm-and-object --object-dynamics model: also run every sampled group closed loop in "
+        "that model, the policy seeing the simulator's rendering of its states (the best frames it could get)",
+    )
+    p.add_argument(
+        "--model-drawn-real", action="store_true",
+        help="with --imagined: also run every sampled group in the real simulator, the policy seeing the world "
+        "model's drawing of the real states (what the drawing alone costs)",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="runs/imagination_lift_quick/seed_0, 2 starts, 4 samples, --imagined"
     )
     p.add_argument("--no-progress", action="store_true")
@@ -716,6 +773,10 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--world-round {a.world_round} must be >= 0")
     if a.object_dynamics and not a.imagined:
         raise WmrlError("--object-dynamics changes the imagined world; it needs --imagined")
+    if a.model_drawn_real and not a.imagined:
+        raise WmrlError("--model-drawn-real draws with the run's world model; it needs --imagined")
+    if a.rendered_state_model and not a.object_dynamics:
+        raise WmrlError("--rendered-state-model runs the --object-dynamics model closed loop; name one (with an arm)")
     if a.twin_pixel_noise < 0:
         raise WmrlError(f"--twin-pixel-noise {a.twin_pixel_noise} must be >= 0 (uint8 levels)")
     if a.horizon is not None and a.horizon < 1:
@@ -729,6 +790,7 @@ def main(argv: list[str] | None = None) -> int:
             src, a.policy, a.stds, a.starts_per_task, a.samples, a.group_size, progress=not a.no_progress,
             imagined=a.imagined, world_round=a.world_round, keyframe_chunk=a.keyframe_chunk,
             keyframe_horizon=a.horizon, object_dynamics=a.object_dynamics, twin_pixel_noise=a.twin_pixel_noise,
+            rendered_state_model=a.rendered_state_model, model_drawn_real=a.model_drawn_real,
         )
     res = {
         "benchmark": "rl_headroom",
@@ -742,6 +804,8 @@ def main(argv: list[str] | None = None) -> int:
         "keyframe_chunk": a.keyframe_chunk,
         "horizon": a.horizon,
         "object_dynamics": a.object_dynamics,
+        "rendered_state_model": bool(a.rendered_state_model),
+        "model_drawn_real": bool(a.model_drawn_real),
         "mean_action_success": float(np.mean([r["mean_action_success"] for r in per_run.values()])),
         "by_std": aggregate(per_run, a.stds, a.samples, a.group_size),
         **({"imagined": aggregate_imagined(per_run, a.stds, a.group_size)} if a.imagined else {}),
@@ -773,6 +837,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     replays = [(f"state model open loop (the real sampled actions), std {s}", row["state_model_open_loop"])
                for s, row in res.get("imagined", {}).items() if "state_model_open_loop" in row]
+    replays += [(f"state model closed loop, drawn by the simulator, std {s}", row["state_model_rendered"])
+                for s, row in res.get("imagined", {}).items() if "state_model_rendered" in row]
+    replays += [(f"real dynamics closed loop, drawn by the world model, std {s}", row["model_drawn_real"])
+                for s, row in res.get("imagined", {}).items() if "model_drawn_real" in row]
     replays += [(f"real twin (pixel noise {a.twin_pixel_noise}), std {s}", row) for s, row in res.get("twin", {}).items()]
     for label, row in replays:
         adv, sm = row["advantage"], row["samples"]

@@ -193,7 +193,9 @@ class RunConfig:
         videos: real | imagined videos written in the report.
         object_dynamics: ``enabled`` (fit a :class:`worldmodels.object_dynamics.ObjectDynamics` on
             the demos after the world model, in ``object_dynamics/``, and attach it to every world
-            model RL in imagination uses) + its ``ObjectDynamicsConfig`` fields (e.g. ``arm``, ``steps``).
+            model RL in imagination uses) + its ``ObjectDynamicsConfig`` fields (e.g. ``arm``, ``steps``);
+            ``refit_each_round`` (default true): each co-evolution round fits it again, on the demos and
+            every round's real rollouts so far (``round_R/object_dynamics``), and later rounds use that one.
     """
 
     run_dir: str = "runs/run"
@@ -268,10 +270,16 @@ class RunConfig:
 
         d = dict(self.object_dynamics)
         enabled = d.pop("enabled", False)
-        if not isinstance(enabled, bool):
-            raise ConfigError(f"object_dynamics.enabled={enabled!r}; expected true or false")
+        refit = d.pop("refit_each_round", True)
+        for key, v in (("enabled", enabled), ("refit_each_round", refit)):
+            if not isinstance(v, bool):
+                raise ConfigError(f"object_dynamics.{key}={v!r}; expected true or false")
         cfg = to_dataclass({"seed": self.seed, **d}, ObjectDynamicsConfig, where="object_dynamics.")
         return cfg if enabled else None
+
+    def refit_object_dynamics_each_round(self) -> bool:
+        """Whether co-evolution rounds refit the enabled object dynamics on their real rollouts."""
+        return self.object_dynamics_config() is not None and bool(self.object_dynamics.get("refit_each_round", True))
 
     def other_backends(self) -> list[str]:
         """The suite's backends other than the built-in one (``mujoco``), sorted."""
@@ -435,12 +443,17 @@ class Pipeline:
         return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
     def s_object_dynamics(self) -> dict:
+        return self.fit_object_dynamics(self.trajectories(), self.root / RUN_OBJECT_DYNAMICS, self.cfg.seed)
+
+    def fit_object_dynamics(self, traj: Any, out: Path, seed: int) -> dict:
+        """Fit the run's object dynamics on ``traj`` (seed ``seed``) and save it to ``out``; its metrics."""
         from worldmodels.object_dynamics import fit_object_dynamics
 
-        traj = self.trajectories()
-        cfg = dataclasses.replace(self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]))
+        cfg = dataclasses.replace(
+            self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]), seed=int(seed)
+        )
         model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress)
-        model.save_pretrained(self.root / RUN_OBJECT_DYNAMICS, metrics)
+        model.save_pretrained(out, metrics)
         return metrics
 
     def s_rewards(self) -> dict:
@@ -566,7 +579,7 @@ class Pipeline:
         """World model, success model and executability reward as of the start of RL round ``round_idx``
         (the world model with the run's object dynamics attached when ``object_dynamics.enabled``)."""
         return round_models(
-            self.root, round_idx, self.root / RUN_OBJECT_DYNAMICS if self.cfg.object_dynamics_config() else None
+            self.root, round_idx, round_object_dynamics(self.root, round_idx) if self.cfg.object_dynamics_config() else None
         )
 
     def policy_after(self, round_idx: int):
@@ -680,6 +693,7 @@ class Pipeline:
     def s_round(self, r: int) -> dict:
         import envs
         from imagination.coevolution import coevolve_models, policy_chunk_fn, record_rollouts
+        from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
 
         out = self.root / f"round_{r}"
         out.mkdir(exist_ok=True)
@@ -705,13 +719,21 @@ class Pipeline:
                     seed=self.cfg.seed + 7000 + r,
                 )
                 env.close()
-                _save_traj(rollouts_dir, traj_new)
+                save_trajectories_npz(rollouts_dir, traj_new)
                 dataset = self.trajectories()
                 for q in range(1, r):
                     dataset = _concat_weighted(
-                        dataset, _load_traj(self.root / f"round_{q}" / "rollouts.npz"), cc
+                        dataset, load_trajectories_npz(self.root / f"round_{q}" / "rollouts.npz"), cc
                     )
                 _, fst = coevolve_models(wm, sm, dataset, traj_new, cc, seed=self.cfg.seed + r)
+                if self.cfg.refit_object_dynamics_each_round():  # the dynamics of every real step so far
+                    real = [self.trajectories()] + [
+                        load_trajectories_npz(self.root / f"round_{q}" / "rollouts.npz") for q in range(1, r + 1)
+                    ]
+                    fit = self.fit_object_dynamics(
+                        Trajectories.concat(real), out / RUN_OBJECT_DYNAMICS, 1000 * r + self.cfg.seed
+                    )
+                    fst = {**fst, **{f"object_dynamics_{k}": v for k, v in fit.items() if isinstance(v, (int, float))}}
                 sm.save_pretrained(out / "success")
                 wm.save_pretrained(out / "world_model")  # the marker of a finished fine-tune: written last
                 atomic_write_json(out / "rollout_stats.json", {**st, **fst})
@@ -728,7 +750,7 @@ class Pipeline:
         keyframes = self.trajectories()
         if r > 0:
             keyframes = _concat_weighted(
-                keyframes, _load_traj(out / "rollouts.npz"), self.cfg.coevolution_config()
+                keyframes, load_trajectories_npz(out / "rollouts.npz"), self.cfg.coevolution_config()
             )
         env = self.imagined_env(wm, sm, exe, keyframes, seed=self.cfg.seed + 31 * r)
         hist = self.rl(env, policy, out, seed_offset=r)
@@ -861,6 +883,17 @@ def round_models(root: Path, round_idx: int, object_dynamics: Path | None = None
     return wm, sm, exe
 
 
+def round_object_dynamics(root: Path, round_idx: int) -> Path:
+    """The object-dynamics folder of run folder ``root`` as of the start of RL round ``round_idx``: the
+    latest co-evolution round's refit (``round_R/object_dynamics``, R <= ``round_idx``), else the one
+    fitted on the demos (``object_dynamics/``)."""
+    root = Path(root)
+    for r in range(round_idx, 0, -1):
+        if (root / f"round_{r}" / RUN_OBJECT_DYNAMICS).exists():
+            return root / f"round_{r}" / RUN_OBJECT_DYNAMICS
+    return root / RUN_OBJECT_DYNAMICS
+
+
 def calibrated_imagination_config(root: Path, cfg: RunConfig):
     """``cfg``'s ``ImaginedEnvConfig`` with the success threshold (and persistence) calibrated in
     run folder ``root`` (``round_0/success_calibration.json``), once there is one."""
@@ -921,51 +954,6 @@ def _real_clips(traj: Any, length: int, count: int, seed: int) -> tuple[np.ndarr
     s = rng.choice(starts, size=min(count, len(starts)), replace=False)
     idx = s[:, None] + np.arange(length)[None]
     return traj.images[idx], traj.actions[idx[:, :-1]]
-
-
-def _save_traj(path: Path, traj: Any) -> None:
-    from wmrl.io import atomic_write
-
-    arrays = {
-        k: getattr(traj, k)
-        for k in (
-            "images",
-            "states",
-            "actions",
-            "rewards",
-            "successes",
-            "dones",
-            "episode_index",
-            "frame_index",
-        )
-    }
-    if traj.env_states is not None:
-        arrays["env_states"] = traj.env_states
-    arrays["instructions"] = np.array(traj.instructions)
-    arrays["task_ids"] = np.array(traj.task_ids)
-    arrays["fps"] = np.array(traj.fps)
-    atomic_write(path, lambda p: np.savez_compressed(open(p, "wb"), **arrays))
-
-
-def _load_traj(path: Path) -> Any:
-    from wmrl.data import Trajectories
-
-    z = np.load(path)
-    return Trajectories(
-        images=z["images"],
-        wrist_images=None,
-        states=z["states"],
-        actions=z["actions"],
-        rewards=z["rewards"],
-        successes=z["successes"],
-        dones=z["dones"],
-        episode_index=z["episode_index"],
-        frame_index=z["frame_index"],
-        instructions=[str(s) for s in z["instructions"]],
-        task_ids=[str(s) for s in z["task_ids"]],
-        fps=int(z["fps"]),
-        env_states=z["env_states"] if "env_states" in z.files else None,
-    )
 
 
 def _concat_weighted(dataset: Any, new: Any, cc: Any) -> Any:

@@ -269,3 +269,42 @@ def test_full_episode_chunks_cover_the_longest_episode():
         assert envs.full_episode_chunks(tasks, k) == math.ceil(longest / k)
     with pytest.raises(ValueError, match="chunk_size=0"):
         envs.full_episode_chunks(tasks, 0)
+
+
+def test_render_states_draws_given_states_and_leaves_the_env_as_it_is():
+    """TabletopVectorEnv.render_states: the real states give back the real frame exactly; a cube
+    moved 6 cm draws elsewhere (and where its projection says); the env's own state and last frame
+    do not change; wrong shapes and NaN are one-line errors."""
+    env = envs.make_vec(["PushCube-v0", "StackCube-v0"], 2, seed=0, image_size=64)
+    obs, _ = env.reset(seed=5)
+    act = np.zeros((2, 7), np.float32)
+    act[:, :3] = [0.4, -0.2, -0.5]
+    for _ in range(3):
+        obs, *_ = env.step(act)
+    s = env.privileged_state()
+    qpos = np.array(env._qpos, copy=True)
+    again = env.render_states(obs["state"], s["cube_pos"])
+    # the right finger mirrors the left one exactly here, in the simulator up to a soft constraint's lag:
+    # a few pixels at the gripper may differ, nothing else
+    off = np.argwhere(np.abs(again.astype(int) - obs["image"]).max(-1) > 0)  # (M, 3) env, row, col
+    tcp_px = env.project_to_pixels(s["tcp"])  # (2, 2) col, row
+    assert len(off) < 20
+    assert all(np.hypot(*(tcp_px[i] - (c, r))) < 10 for i, r, c in off)
+    moved = s["cube_pos"].copy()
+    t = s["target"][0]
+    moved[0, t, 1] += 0.06  # away from the gripper, which would hide it
+    frames = env.render_states(obs["state"], moved)
+    np.testing.assert_array_equal(frames[1], obs["image"][1])
+    assert np.abs(frames[0].astype(int) - obs["image"][0]).max() > 80
+    col, row = env.project_to_pixels(moved[0, t]).round().astype(int)
+    pixel = frames[0, row, col].astype(int)
+    assert pixel.max() - pixel.min() > 80  # the cube's saturated colour at its new place
+    np.testing.assert_array_equal(env._qpos, qpos)
+    np.testing.assert_array_equal(env.render(), obs["image"])
+    with pytest.raises(WmrlError, match=r"render_states got proprio \(2, 7\).*expected \(2, 8\) and \(2, 3, 3\)"):
+        env.render_states(obs["state"][:, :7], moved)
+    bad = moved.copy()
+    bad[1, 0, 0] = np.nan
+    with pytest.raises(WmrlError, match="NaN/Inf"):
+        env.render_states(obs["state"], bad)
+    env.close()

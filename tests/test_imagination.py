@@ -1091,17 +1091,35 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
             "rewards.success_steps=4", "rewards.imagined_random_failures=4", "world_model.env_state_dim=9",
             "object_dynamics.enabled=true", "object_dynamics.arm=true", "+object_dynamics.steps=20",
             "+object_dynamics.batch_size=64", "+object_dynamics.hidden=32", "+object_dynamics.test_fraction=0.25",
+            "sft.steps=4", "rl.iterations=1", "eval.episodes_per_task=1", "eval.num_envs=1", "videos=0",
         ],
         "run_quick",
     )
     pipe = Pipeline(cfg, progress=False)
-    for name in ("demos", "world_model", "object_dynamics", "rewards"):
+    for name in ("demos", "world_model", "object_dynamics", "rewards", "sft"):
         pipe.stage(name, getattr(pipe, f"s_{name}"))
     fit = pipe.done("object_dynamics")
     assert fit["train_transitions"] > 0 and np.isfinite(fit["arm_one_step_tcp_error_mean_m"])
     wm = pipe.load_models(0)[0]
     assert isinstance(wm.object_dynamics, ObjectDynamics) and wm.object_dynamics.config.arm
     assert wm.object_dynamics.config.steps == 20 and wm.object_dynamics.config.proprio_dim == 8
+    # a co-evolution round refits it on the demos and that round's real rollouts; later rounds use the refit
+    for r in (0, 1):
+        pipe.stage(f"round_{r}", lambda r=r: pipe.s_round(r))
+    r1 = pipe.done("round_1")
+    rollouts = np.load(tmp_path / "run" / "round_1" / "rollouts.npz")
+    refit = ObjectDynamics.from_pretrained(tmp_path / "run" / "round_1" / "object_dynamics")
+    first = ObjectDynamics.from_pretrained(tmp_path / "run" / "object_dynamics")
+    assert r1["object_dynamics_train_episodes"] + r1["object_dynamics_test_episodes"] == (
+        fit["train_episodes"] + fit["test_episodes"] + len(np.unique(rollouts["episode_index"]))
+    )
+    later = pipe.load_models(1)[0].object_dynamics
+    assert torch.equal(later.arm[0].weight, refit.arm[0].weight)
+    assert not torch.equal(later.arm[0].weight, first.arm[0].weight)
+    assert torch.equal(pipe.load_models(0)[0].object_dynamics.arm[0].weight, first.arm[0].weight)
+    with pytest.raises(ConfigError, match="object_dynamics.refit_each_round='no'; expected true or false"):
+        load_run_config(["world_model.env_state_dim=9", "object_dynamics.enabled=true",
+                         "object_dynamics.refit_each_round=no"], "run_quick")
     off = load_run_config([f"run_dir={tmp_path / 'run'}", "world_model.env_state_dim=9"], "run_quick")
     assert off.object_dynamics_config() is None and Pipeline(off, progress=False).load_models(0)[0].object_dynamics is None
     with pytest.raises(ConfigError, match="set world_model.env_state_dim=9"):
@@ -1152,6 +1170,22 @@ def test_state_heatmaps_draw_the_cubes_where_their_states_put_them(data, tmp_pat
     assert torch.equal(back.object_projection, m.object_projection)
     with pytest.raises(ConfigError, match="state_heatmaps=true needs state_conditioned_frames=true"):
         make_world_model("deterministic", state_heatmaps=True, **{**kw, "state_conditioned_frames": False})
+    # tcp_heatmap: a fourth blob per chunk step, on the gripper (the frames' dark pixels)
+    t = make_world_model("deterministic", state_heatmaps=True, tcp_heatmap=True, **kw)
+    t.fit_stats(full, data.actions, data.rewards, images=data.images)
+    assert t.object_projection.shape == (4, 10, 2) and t.heatmap_channels == 8
+    assert torch.equal(t.object_projection[:3], m.object_projection)  # the cubes' fit is unchanged
+    th = t.future_heatmaps(t.norm_states(states))  # (N, 2*4, H, W)
+    dark = ((to_unit(torch.from_numpy(data.images)) + 1) * 0.5 <= t.config.tcp_dark_max).all(dim=-3, keepdim=True)
+    dcen, dvis = mask_centroids(dark.numpy())
+    peak = th[:, 3].flatten(1).argmax(1)
+    at = np.stack([(peak // SIZE).numpy(), (peak % SIZE).numpy()], -1)
+    assert dvis.mean() > 0.9 and np.median(np.linalg.norm(at - dcen[:, 0], axis=-1)[dvis[:, 0]]) < 1.5
+    assert t.net.unet.conv_in.weight.shape[1] == m.net.unet.conv_in.weight.shape[1] + 4 * 2  # 2 more blobs
+    with pytest.raises(ConfigError, match="tcp_heatmap=true needs state_heatmaps=true"):
+        make_world_model("deterministic", tcp_heatmap=True, **kw)
+    with pytest.raises(ConfigError, match=r"tcp_dims=\[0, 1, 9\] must name 3 proprio dims in \[0, 8\)"):
+        make_world_model("deterministic", state_heatmaps=True, tcp_heatmap=True, tcp_dims=[0, 1, 9], **kw)
 
 
 def test_object_dynamics_fits_on_fresh_policy_rollouts_too(data, tmp_path, capsys):
@@ -1169,6 +1203,8 @@ def test_object_dynamics_fits_on_fresh_policy_rollouts_too(data, tmp_path, capsy
     roll, st = policy_rollouts(tmp_path / "pol", ["PushCube-v0"], SIZE, 3, std=0.1, seed=5, num_envs=2)
     assert st["episodes"] == 3 and st["env_steps"] >= roll.num_frames > 0  # unfinished episodes count too
     assert roll.env_states is not None and roll.env_states.shape[1] == data.env_states.shape[1]
+    twin, _ = policy_rollouts(tmp_path / "pol", ["PushCube-v0"], SIZE, 3, std=0.1, seed=5, num_envs=2)
+    np.testing.assert_array_equal(twin.actions, roll.actions)  # the seed fixes the policy's noise too
     both = Trajectories.concat([data, roll])
     cfg = ObjectDynamicsConfig(steps=20, batch_size=64, hidden=32, layers=2, test_fraction=0.25)
     _, metrics = fit_object_dynamics(both, replace(cfg, arm=True), progress=False)
@@ -1177,3 +1213,37 @@ def test_object_dynamics_fits_on_fresh_policy_rollouts_too(data, tmp_path, capsy
         with pytest.raises(SystemExit):
             main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "od"), *bad])
         assert "needs --policy" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "od"), "--save-rollouts", "x.npz"])
+    assert "writes the --policy episodes; there are none" in capsys.readouterr().err
+
+
+def test_object_dynamics_cli_saves_and_reuses_policy_rollouts(tmp_path, capsys):
+    """``--save-rollouts F`` writes the --policy episodes (wmrl.data.save_trajectories_npz, which
+    round-trips them exactly); ``--extra-rollouts F`` fits on them again without collecting; a
+    missing or corrupt file is a one-line DatasetError and leaves nothing written."""
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+    from wmrl.collect import collect
+    from wmrl.data import load_trajectories_npz
+    from worldmodels.object_dynamics import main
+
+    collect(str(tmp_path / "data"), "PushCube-v0", 4, [0.3], num_envs=4, image_size=SIZE, progress=False)
+    torch.manual_seed(0)
+    VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).save_pretrained(tmp_path / "pol")
+    base = ["--data", str(tmp_path / "data"), "--steps", "10", "--arm", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "od1"), "--policy", str(tmp_path / "pol"), "--policy-episodes", "3",
+                 "--save-rollouts", str(tmp_path / "roll.npz")]) == 0
+    first = json.loads(capsys.readouterr().out)
+    roll = load_trajectories_npz(tmp_path / "roll.npz")
+    assert roll.num_episodes == 3 and roll.env_states is not None
+    assert main([*base, "--out", str(tmp_path / "od2"), "--extra-rollouts", str(tmp_path / "roll.npz")]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["extra_rollout_episodes"] == 3
+    for k in ("train_transitions", "train_episodes", "test_episodes", "final_loss_cm2"):
+        assert again[k] == first[k]  # the same data, the same seed: the same fit
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    for bad, msg in ((tmp_path / "bad.npz", "not a readable trajectories .npz"), (tmp_path / "none.npz", "not found")):
+        with pytest.raises(DatasetError, match=msg):
+            main([*base, "--out", str(tmp_path / "od3"), "--extra-rollouts", str(bad)])
+    assert not (tmp_path / "od3").exists()

@@ -541,6 +541,106 @@ def test_replayed_start_lands_on_the_recorded_keyframe():
     env.close()
 
 
+def test_rendered_state_model_world_steps_the_model_and_draws_its_states():
+    """benchmarks._split_worlds: from a real start, the policy's state is the state model's
+    proprio and its frame the simulator's drawing of the model's states; a model that predicts no
+    motion draws the start frame again; the task's rule on the model's states ends an episode; the
+    real env is never stepped; an object-only model is an error."""
+    import torch
+
+    import envs
+    from benchmarks._split_worlds import RenderedStateModelWorld
+    from benchmarks.rl_headroom import _ReplayedStart
+    from envs.tabletop.environment_state import success_from_environment_state
+    from envs.wrappers import ActionChunkWrapper
+    from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+
+    tasks = ["PushCube-v0", "LiftCube-v0"]
+    env = ActionChunkWrapper(envs.make_vec(tasks, 2, seed=0, image_size=32, autoreset_mode="same_step"), 4)
+    start = _ReplayedStart(env, [21, 22], tasks)
+    torch.manual_seed(0)
+    model = ObjectDynamics(ObjectDynamicsConfig(arm=True, proprio_dim=8)).eval()
+    world = RenderedStateModelWorld(model, start, tasks)
+    obs0, info0 = world.reset(seed=123)
+    real0, _ = start.reset()
+    np.testing.assert_array_equal(obs0["image"], real0["image"])
+    qpos = np.array(env.unwrapped._qpos, copy=True)
+    acts = np.random.default_rng(0).uniform(-1.5, 1.5, (2, 4, 7)).astype(np.float32)
+    ctx = start.context
+    objs = torch.as_tensor(ctx["env_states"][:, -1, :9]).unflatten(-1, (3, 3))
+    now = torch.as_tensor(ctx["states"][:, -1])
+    with torch.no_grad():
+        props, moved = model.rollout(now[:, None], torch.as_tensor(acts).clamp(-1, 1), objs, objs, now)
+    obs, rew, term, trunc, info = world.step(acts)
+    np.testing.assert_allclose(obs["state"], props[:, -1].numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(obs["image"], env.unwrapped.render_states(props[:, -1].numpy(), moved[:, -1].numpy()))
+    env_now = ctx["env_states"][:, -1].copy()
+    want = np.zeros(2, bool)
+    for k in range(4):
+        env_now[:, :9] = moved[:, k].flatten(1).numpy()
+        want |= success_from_environment_state(tasks, props[:, k].numpy(), env_now)
+    np.testing.assert_array_equal(term, want)
+    np.testing.assert_array_equal(info["success"], want)
+    assert not trunc.any() and info["instruction"] == list(ctx["instructions"])
+    np.testing.assert_array_equal(env.unwrapped._qpos, qpos)  # the real env only draws
+    for head in (model.mlp[-1], model.arm[-1]):  # no predicted motion: the start again, no success
+        torch.nn.init.zeros_(head.weight)
+        torch.nn.init.zeros_(head.bias)
+    world.reset()
+    obs, rew, term, *_ = world.step(acts)
+    np.testing.assert_array_equal(obs["image"], real0["image"])
+    np.testing.assert_allclose(obs["state"], real0["state"], atol=1e-6)
+    assert not term.any()
+    with pytest.raises(WmrlError, match="needs an arm-and-object state model"):
+        RenderedStateModelWorld(ObjectDynamics(ObjectDynamicsConfig()), start, tasks)
+    env.close()
+
+
+def test_model_drawn_real_world_steps_the_simulator_and_draws_the_real_states():
+    """benchmarks._split_worlds.ModelDrawnRealWorld: the real simulator moves (proprio and success as a
+    plain real pass of the same actions gives them) and the world model draws the frames from the
+    real states of every chunk, from a context of the start's real frames."""
+    import torch
+
+    import envs
+    from benchmarks._split_worlds import ModelDrawnRealWorld
+    from benchmarks.rl_headroom import _ReplayedStart
+    from envs.wrappers import ActionChunkWrapper
+    from worldmodels import make_world_model
+
+    tasks = ["PushCube-v0", "PushCube-v0"]
+    env = ActionChunkWrapper(envs.make_vec(tasks, 2, seed=0, image_size=32, autoreset_mode="same_step"), 4)
+    twin = ActionChunkWrapper(envs.make_vec(tasks, 2, seed=0, image_size=32, autoreset_mode="same_step"), 4)
+    torch.manual_seed(0)
+    wm = make_world_model("deterministic", image_size=32, context_frames=2, chunk_size=2, block_out_channels=[16, 32],
+                          head_hidden=32, autocast_bf16=False, env_state_dim=9).eval()
+    world = ModelDrawnRealWorld(wm, _ReplayedStart(env, [31, 32], tasks))
+    obs0, _ = world.reset()
+    real0, _ = twin.reset(seed=[31, 32])
+    np.testing.assert_array_equal(obs0["image"], real0["image"])
+    ctx = world.ctx
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        acts = rng.uniform(-1, 1, (2, 4, 7)).astype(np.float32)
+        raw = twin.env
+        states = []
+        for j in range(4):  # the same actions one step at a time in the twin: the states the model is given
+            o, *_ = raw.step(acts[:, j])
+            states.append(np.concatenate([o["state"], raw.unwrapped.environment_state()[:, :9]], 1))
+        states = torch.as_tensor(np.stack(states, 1))
+        with torch.no_grad():
+            want = wm.step(ctx, torch.as_tensor(acts[:, :2]), states=states[:, :2])
+            want = wm.step(want.context, torch.as_tensor(acts[:, 2:]), states=states[:, 2:])
+        ctx = want.context
+        obs, rew, term, trunc, info = world.step(acts)
+        np.testing.assert_array_equal(obs["image"], want.frames[:, -1].numpy())
+        np.testing.assert_array_equal(obs["state"], o["state"])
+        assert not term.any() and not trunc.any()
+    assert not np.array_equal(obs["image"], o["image"])  # an untrained model's drawing, not the real frame
+    env.close()
+    twin.close()
+
+
 def test_rl_headroom_needs_a_finished_run(tmp_path):
     from benchmarks.rl_headroom import main
 
@@ -554,6 +654,10 @@ def test_rl_headroom_needs_a_finished_run(tmp_path):
         main(["--runs", str(tmp_path), "--imagined", "--world-round", "-1", "--out", str(tmp_path / "x.json")])
     with pytest.raises(WmrlError, match="--object-dynamics changes the imagined world; it needs --imagined"):
         main(["--runs", str(tmp_path), "--object-dynamics", "od", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--rendered-state-model runs the --object-dynamics model"):
+        main(["--runs", str(tmp_path), "--imagined", "--rendered-state-model", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--model-drawn-real draws with the run's world model; it needs --imagined"):
+        main(["--runs", str(tmp_path), "--model-drawn-real", "--out", str(tmp_path / "x.json")])
     with pytest.raises(WmrlError, match="--twin-pixel-noise -1.0 must be >= 0"):
         main(["--runs", str(tmp_path), "--twin-pixel-noise", "-1", "--out", str(tmp_path / "x.json")])
 

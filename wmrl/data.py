@@ -298,6 +298,59 @@ class Trajectories:
 
 
 # ---------------------------------------------------------------------- reading
+_NPZ_ARRAYS = ("images", "states", "actions", "rewards", "successes", "dones", "episode_index", "frame_index")
+
+
+def save_trajectories_npz(path: str | Path, traj: Trajectories) -> None:
+    """Write ``traj`` (frames, states, actions, outcomes, instructions, task ids, fps and environment
+    states; not wrist images, weights or terminal observations) to one compressed ``.npz``,
+    atomically: e.g. a co-evolution round's real rollouts. Read back with :func:`load_trajectories_npz`."""
+    from wmrl.io import atomic_write
+
+    arrays = {k: getattr(traj, k) for k in _NPZ_ARRAYS}
+    if traj.env_states is not None:
+        arrays["env_states"] = traj.env_states
+    arrays["instructions"] = np.array(traj.instructions)
+    arrays["task_ids"] = np.array(traj.task_ids)
+    arrays["fps"] = np.array(traj.fps)
+
+    def write(p: Path) -> None:
+        with open(p, "wb") as f:
+            np.savez_compressed(f, **arrays)
+
+    atomic_write(Path(path), write)
+
+
+def load_trajectories_npz(path: str | Path) -> Trajectories:
+    """The :class:`Trajectories` written by :func:`save_trajectories_npz`. A missing, unreadable or
+    incomplete file is a one-line DatasetError."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path} not found; expected a trajectories .npz (e.g. RUN/round_1/rollouts.npz)")
+    try:
+        z = np.load(path)
+        missing = [k for k in (*_NPZ_ARRAYS, "instructions", "task_ids", "fps") if k not in z.files]
+    except Exception as e:  # noqa: BLE001 - zip/pickle errors of a corrupt file
+        raise DatasetError(f"{path} is not a readable trajectories .npz ({type(e).__name__}: {e})") from e
+    if missing:
+        raise DatasetError(f"{path} lacks {', '.join(missing)}; expected a file written by save_trajectories_npz")
+    return Trajectories(
+        images=z["images"],
+        wrist_images=None,
+        states=z["states"],
+        actions=z["actions"],
+        rewards=z["rewards"],
+        successes=z["successes"],
+        dones=z["dones"],
+        episode_index=z["episode_index"],
+        frame_index=z["frame_index"],
+        instructions=[str(s) for s in z["instructions"]],
+        task_ids=[str(s) for s in z["task_ids"]],
+        fps=int(z["fps"]),
+        env_states=z["env_states"] if "env_states" in z.files else None,
+    )
+
+
 def _decode_images(column: list[dict]) -> np.ndarray:
     import cv2
 

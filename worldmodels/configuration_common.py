@@ -61,6 +61,14 @@ class WorldModelConfig:
             object's state puts it (a quadratic projection of its xyz fitted on the training frames'
             ``object_colors`` masks, :mod:`worldmodels.object_projection`; saved with the weights).
             Needs ``env_state_dim`` = 3 x the number of ``object_colors`` (in the same order).
+        tcp_heatmap: with ``state_heatmaps``, the gripper gets a blob per chunk step too, at the pixel
+            where its tcp xyz (proprio dims ``tcp_dims``) puts it: a quadratic projection fitted on the
+            centroid of the training frames' dark pixels (every channel <= ``tcp_dark_max``; the
+            built-in gripper is the only dark thing in its frames without shadows). Without it the
+            gripper is drawn from the actions and a conditioning vector alone, and a policy in
+            imagination sees a faint ghost of it.
+        tcp_dims: the proprio dims of the tcp xyz (``tcp_heatmap``).
+        tcp_dark_max: a pixel with every channel at most this (in [0, 1]) is the gripper's (``tcp_heatmap``).
         heatmap_sigma: width of those blobs (pixels).
         heatmap_workspace_m: an object whose x or y is farther than this from the origin (metres) is
             out of the workspace (the built-in suite parks the objects a task does not use at
@@ -122,6 +130,9 @@ class WorldModelConfig:
     state_conditioned_frames: bool = False
     state_cond_dropout: float = 0.2
     state_heatmaps: bool = False
+    tcp_heatmap: bool = False
+    tcp_dims: tuple[int, ...] = (0, 1, 2)
+    tcp_dark_max: float = 0.3
     heatmap_sigma: float = 1.5
     heatmap_workspace_m: float = 1.0
     instruction_dim: int = 0
@@ -189,6 +200,16 @@ class WorldModelConfig:
                 f"{len(self.object_colors)} object_colors (got state_conditioned_frames={self.state_conditioned_frames}, "
                 f"env_state_dim={self.env_state_dim})"
             )
+        try:
+            self.tcp_dims = tuple(int(d) for d in self.tcp_dims)
+        except (TypeError, ValueError):
+            raise ConfigError(f"tcp_dims={self.tcp_dims!r} must be 3 proprio dim indices") from None
+        if self.tcp_heatmap and not self.state_heatmaps:
+            raise ConfigError("tcp_heatmap=true needs state_heatmaps=true (the gripper's blob joins the objects')")
+        if self.tcp_heatmap and (len(self.tcp_dims) != 3 or not all(0 <= d < self.state_dim for d in self.tcp_dims)):
+            raise ConfigError(f"tcp_dims={list(self.tcp_dims)} must name 3 proprio dims in [0, {self.state_dim})")
+        if self.tcp_heatmap and not 0.0 < self.tcp_dark_max < 1.0:
+            raise ConfigError(f"tcp_dark_max={self.tcp_dark_max!r} must be in (0, 1)")
         if isinstance(self.heatmap_sigma, bool) or not isinstance(self.heatmap_sigma, (int, float)) or not self.heatmap_sigma > 0:
             raise ConfigError(f"heatmap_sigma={self.heatmap_sigma!r} must be a number > 0 (pixels)")
         if isinstance(self.heatmap_workspace_m, bool) or not isinstance(self.heatmap_workspace_m, (int, float)) or not self.heatmap_workspace_m > 0:

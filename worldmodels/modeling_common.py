@@ -323,8 +323,8 @@ class WorldModel(nn.Module):
         self.register_buffer("action_std", torch.ones(c.action_dim))
         self.register_buffer("reward_scale", torch.ones(()))
         self.register_buffer("stats_fitted", torch.zeros((), dtype=torch.bool))
-        if c.state_heatmaps:  # where each object's xyz lands in the image (fit_stats fits it)
-            self.register_buffer("object_projection", torch.zeros(len(c.object_colors), 10, 2))
+        if c.state_heatmaps:  # where each object's (and the tcp's) xyz lands in the image (fit_stats fits it)
+            self.register_buffer("object_projection", torch.zeros(self.heatmap_points, 10, 2))
 
     # ------------------------------------------------------------------ object dynamics
     def attach_object_dynamics(self, model: Any) -> None:
@@ -469,9 +469,10 @@ class WorldModel(nn.Module):
         self.stats_fitted.fill_(True)
 
     def _fit_projection(self, images: np.ndarray, states: np.ndarray, max_frames: int = 20000) -> np.ndarray:
-        """Quadratic xyz -> pixel map per object (O, 10, 2) from up to ``max_frames`` frames (uint8
-        (N, H, W, 3)) and their states (N, D): centroids of each ``object_colors`` mask (an object never
-        in view maps off the image: its heatmaps stay zero)."""
+        """Quadratic xyz -> pixel map per heatmap point (P, 10, 2) from up to ``max_frames`` frames
+        (uint8 (N, H, W, 3)) and their states (N, D): centroids of each ``object_colors`` mask (an
+        object never in view maps off the image: its heatmaps stay zero), then with ``tcp_heatmap``
+        the centroid of the dark (gripper) pixels against the tcp xyz."""
         from worldmodels.object_projection import fit_projection, mask_centroids
 
         c = self.config
@@ -479,11 +480,15 @@ class WorldModel(nn.Module):
         masks = []
         for i in range(0, len(rows), 2048):
             f = to_unit(torch.from_numpy(np.ascontiguousarray(images[rows[i : i + 2048]])))
-            masks.append(
-                torch.cat([object_masks(f, (col,), c.object_color_cos) for col in c.object_colors], dim=-3).numpy()
-            )
+            parts = [object_masks(f, (col,), c.object_color_cos) for col in c.object_colors]
+            if c.tcp_heatmap:
+                parts.append((((f + 1.0) * 0.5) <= c.tcp_dark_max).all(dim=-3, keepdim=True))
+            masks.append(torch.cat(parts, dim=-3).numpy())
         cen, vis = mask_centroids(np.concatenate(masks))
-        xyz = np.asarray(states, np.float64)[rows, -c.env_state_dim :].reshape(len(rows), -1, 3)
+        st = np.asarray(states, np.float64)[rows]
+        xyz = st[:, -c.env_state_dim :].reshape(len(rows), -1, 3)
+        if c.tcp_heatmap:
+            xyz = np.concatenate([xyz, st[:, None, list(c.tcp_dims)]], 1)
         vis &= (np.abs(xyz[..., :2]) <= c.heatmap_workspace_m).all(-1)  # parked objects: left out
         try:
             coef = fit_projection(cen, vis, xyz, unseen="offscreen")
@@ -492,15 +497,21 @@ class WorldModel(nn.Module):
         return coef
 
     @property
-    def heatmap_channels(self) -> int:
-        """Extra input channels of the frame generator: K x objects with ``state_heatmaps``, else 0."""
+    def heatmap_points(self) -> int:
+        """Points drawn as heatmaps: the objects, and the tcp with ``tcp_heatmap`` (0 without ``state_heatmaps``)."""
         c = self.config
-        return c.chunk_size * len(c.object_colors) if c.state_heatmaps else 0
+        return (len(c.object_colors) + int(c.tcp_heatmap)) if c.state_heatmaps else 0
+
+    @property
+    def heatmap_channels(self) -> int:
+        """Extra input channels of the frame generator: K x :attr:`heatmap_points`."""
+        return self.config.chunk_size * self.heatmap_points
 
     def future_heatmaps(self, future_n: Tensor | None, keep: Tensor | None = None, batch: int = 0) -> Tensor | None:
-        """``state_heatmaps``: the chunk's object positions as images. future_n (B, K, D) normalised
-        (None: not given, zeros for ``batch`` rows) -> (B, K*O, H, W) Gaussian blobs at the projected
-        positions; rows where ``keep`` (B,) is False are zeros. None without ``state_heatmaps``."""
+        """``state_heatmaps``: the chunk's object (and with ``tcp_heatmap`` tcp) positions as images.
+        future_n (B, K, D) normalised (None: not given, zeros for ``batch`` rows) -> (B, K*P, H, W)
+        Gaussian blobs at the projected positions (chunk step major, point minor: the objects, then the
+        tcp); rows where ``keep`` (B,) is False are zeros. None without ``state_heatmaps``."""
         c = self.config
         if not c.state_heatmaps:
             return None
@@ -508,7 +519,10 @@ class WorldModel(nn.Module):
             return torch.zeros(batch, self.heatmap_channels, c.image_size, c.image_size, device=self.device)
         from worldmodels.object_projection import gaussian_heatmaps, project
 
-        xyz = self.denorm_states(future_n)[..., -c.env_state_dim :].unflatten(-1, (-1, 3))  # (B, K, O, 3)
+        raw = self.denorm_states(future_n)
+        xyz = raw[..., -c.env_state_dim :].unflatten(-1, (-1, 3))  # (B, K, O, 3)
+        if c.tcp_heatmap:
+            xyz = torch.cat([xyz, raw[..., None, list(c.tcp_dims)]], -2)  # (B, K, O+1, 3)
         heat = gaussian_heatmaps(project(self.object_projection, xyz), c.image_size, c.heatmap_sigma)
         in_view = (xyz[..., :2].abs() <= c.heatmap_workspace_m).all(-1)  # parked objects: no blob
         heat = (heat * in_view[..., None, None].to(heat.dtype)).flatten(1, 2)

@@ -466,7 +466,7 @@ def policy_rollouts(
     num_envs: int = 16,
 ) -> tuple[Any, dict[str, float]]:
     """``episodes`` real episodes of the saved policy in ``policy_dir`` on ``tasks`` (sampled actions,
-    exploration noise ``std``; None: the policy's own), as ``wmrl.data.Trajectories`` with environment
+    exploration noise ``std``; None: the policy's own; layouts and noise drawn from ``seed``), as ``wmrl.data.Trajectories`` with environment
     states, and ``{"episodes", "success_rate", "env_steps"}``."""
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
@@ -477,7 +477,9 @@ def policy_rollouts(
     set_exploration_std(std, policy)
     env = envs.make_vec(tasks, min(num_envs, episodes), image_size=image_size, autoreset_mode="same_step", seed=seed)
     try:
-        return record_rollouts(env, policy_chunk_fn(policy), episodes, policy.chunk_size, seed=seed)
+        with torch.random.fork_rng(devices=[]):  # the policy's noise is seeded too, the caller's RNG untouched
+            torch.manual_seed(seed)
+            return record_rollouts(env, policy_chunk_fn(policy), episodes, policy.chunk_size, seed=seed)
     finally:
         env.close()
 
@@ -497,12 +499,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy-episodes", type=int, default=0, help="real episodes of --policy to fit on too")
     p.add_argument("--policy-std", type=float, default=0.1, help="its exploration noise (default 0.1)")
     p.add_argument("--policy-seed", type=int, default=9000, help="env seed of those episodes")
+    p.add_argument("--save-rollouts", default=None, metavar="FILE.npz", help="also write those episodes here")
+    p.add_argument(
+        "--extra-rollouts", nargs="+", default=[], metavar="FILE.npz",
+        help="saved real episodes to fit on too (--save-rollouts files, a co-evolution round's rollouts.npz)",
+    )
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if args.policy_episodes < 0 or (args.policy_episodes > 0) != (args.policy is not None):
         p.error(f"--policy-episodes {args.policy_episodes} needs --policy, and --policy needs --policy-episodes >= 1")
-    from wmrl.data import Trajectories, load_trajectories
+    if args.save_rollouts and not args.policy_episodes:
+        p.error(f"--save-rollouts {args.save_rollouts} writes the --policy episodes; there are none")
+    from wmrl.data import Trajectories, load_trajectories, load_trajectories_npz, save_trajectories_npz
 
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
@@ -513,7 +522,12 @@ def main(argv: list[str] | None = None) -> int:
         roll, rollout_stats = policy_rollouts(
             args.policy, tasks, int(traj.images.shape[1]), args.policy_episodes, args.policy_std, args.policy_seed
         )
+        if args.save_rollouts:
+            save_trajectories_npz(args.save_rollouts, roll)
         traj = Trajectories.concat([traj, roll])
+    extra = [load_trajectories_npz(f) for f in args.extra_rollouts]
+    if extra:
+        traj = Trajectories.concat([traj, *extra])
     model, metrics = fit_object_dynamics(
         traj,
         ObjectDynamicsConfig(
@@ -522,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.no_progress,
     )
     metrics["data"] = str(args.data)
+    if extra:
+        metrics["extra_rollouts"] = [str(f) for f in args.extra_rollouts]
+        metrics["extra_rollout_episodes"] = int(sum(t.num_episodes for t in extra))
     if rollout_stats is not None:
         metrics.update(
             policy=str(args.policy),

@@ -353,6 +353,29 @@ class TabletopVectorEnv(VectorEnv):
         row = self.image_size / 2 - f * p[..., 1] / -p[..., 2]
         return np.stack([col, row], axis=-1)
 
+    def render_states(self, proprio: np.ndarray, cube_pos: np.ndarray) -> np.ndarray:
+        """The agent-view frames uint8 (N,H,W,3) of the current scenes with the gripper and the cubes
+        placed at given states: ``proprio`` (N, 8) (tcp xyz at 0-2, finger opening at 6, as in the
+        ``state`` observation) and ``cube_pos`` (N, 3, 3) (red/green/blue xyz; each cube keeps its
+        orientation). Layouts (pads, bowls) are the current ones and the env's own state is left as
+        it is: the simulator's drawing of states predicted elsewhere (a state-space model's rollout)."""
+        n = self.num_envs
+        proprio, cube_pos = np.asarray(proprio, np.float64), np.asarray(cube_pos, np.float64)
+        if proprio.shape != (n, STATE_DIM) or cube_pos.shape != (n, 3, 3):
+            raise WmrlError(
+                f"render_states got proprio {proprio.shape} and cube_pos {cube_pos.shape}; "
+                f"expected ({n}, {STATE_DIM}) and ({n}, 3, 3)"
+            )
+        if not (np.isfinite(proprio).all() and np.isfinite(cube_pos).all()):
+            raise WmrlError("render_states got NaN/Inf states; expected finite positions")
+        qpos = np.array(self._qpos, copy=True)
+        qpos[:, self.idx.tcp_qpos] = np.clip(proprio[:, :3], TCP_LOW, TCP_HIGH)
+        qpos[:, self.idx.finger_qpos] = np.clip(proprio[:, 6:7], 0.0, FINGER_MAX)  # rf mirrors lf
+        for c in range(3):
+            a = self.idx.cube_qpos[c]
+            qpos[:, a : a + 3] = cube_pos[:, c]
+        return self._renderer.render(qpos, np.array(self._mocap, copy=True))[0]
+
     def render(self) -> np.ndarray | None:
         """The agent-view frames (N,H,W,3) of the last observation."""
         return None if self._last_frames is None else self._last_frames[0]
