@@ -91,11 +91,14 @@ class ModelDrawnRealWorld:
     policy sees those frames and the real proprio. A sub-env terminates at its first real success and
     truncates where the simulator truncates it, as in the real pass."""
 
-    def __init__(self, world_model: Any, start: Any):
+    def __init__(self, world_model: Any, start: Any, record: bool = False):
         self.wm, self.start = world_model, start
         self.num_envs, self.chunk_size = int(start.num_envs), int(start.chunk_size)
         self.env_dim = int(world_model.config.env_state_dim)
         self.ctx: Any = None
+        self.record = bool(record)
+        self.real_frames: list[np.ndarray] = []  # with ``record``: (N, H, W, 3) per chunk, the real frame
+        self.drawn_frames: list[np.ndarray] = []  # ... and the world model's drawing of its states
 
     def _model_states(self, proprio: np.ndarray, env_states: np.ndarray | None) -> np.ndarray:
         """(N, T, P) proprio and (N, T, E) environment states -> (N, T, D) the states the model reads."""
@@ -115,6 +118,8 @@ class ModelDrawnRealWorld:
             states = np.concatenate([np.repeat(states[:, :1], pad, 1), states], 1)
         instr = list(ctx["instructions"]) if self.wm.config.instruction_dim else None
         self.ctx = self.wm.init_context(frames[:, -T:], states[:, -T:], instr)
+        if self.record:
+            self.real_frames, self.drawn_frames = [np.asarray(obs["image"])], [np.asarray(obs["image"])]
         return obs, info
 
     def step(self, actions: np.ndarray):
@@ -144,6 +149,9 @@ class ModelDrawnRealWorld:
                 )
                 self.ctx = out.context
         frames = out.frames[:, -1].cpu().numpy()  # (N, H, W, 3) uint8
+        if self.record:
+            self.real_frames.append(np.asarray(obs["image"]))
+            self.drawn_frames.append(frames)
         obs = {"image": frames, "state": np.asarray(proprio[-1], np.float32)}
         info = {"success": hit.copy(), "instruction": list(self.start.context["instructions"])}
         return obs, hit.astype(np.float32), hit.copy(), ended & ~hit, info

@@ -46,7 +46,8 @@ in that model alone, the policy seeing the simulator's rendering of the model's 
 (``imagined.<std>.state_model_rendered``; :mod:`benchmarks._split_worlds`): what the state
 model allows any pixel model at best. ``--model-drawn-real`` runs every sampled group once more in
 the real simulator, the policy seeing the world model's drawing of the real states
-(``imagined.<std>.model_drawn_real``): what the drawing alone costs.
+(``imagined.<std>.model_drawn_real``): what the drawing alone costs; ``OUT_drawn_vs_real_RUN.mp4``
+shows the first start of each task, the real frame beside the drawing of the same state.
 ``--twin-pixel-noise SIGMA`` replays every sampled group in the real simulator once more, the policy
 seeing its frames with SIGMA uint8 levels of Gaussian noise and drawing the same action noise
 (``twin``): the agreement a world model right up to such a change could reach at best.
@@ -341,6 +342,16 @@ class _ReplayedStart:
         return getattr(self.env, name)
 
 
+def _write_drawn_video(path: Path, world: Any, samples: int) -> None:
+    """The recorded chunks of a :class:`ModelDrawnRealWorld` pass as an mp4: one tile per task (its
+    first sample), the real frame | the world model's drawing of the same state."""
+    from wmrl.video import grid, side_by_side, write_video
+
+    real, drawn = np.stack(world.real_frames, 1), np.stack(world.drawn_frames, 1)  # (N, T, H, W, 3)
+    tiles = [side_by_side(real[i], drawn[i]) for i in range(0, len(real), samples)]
+    write_video(path, grid(tiles, ncols=3), fps=2)
+
+
 def _solved(batch: Any, num_tasks: int) -> np.ndarray:
     """bool ``(tasks, samples)``: each sub-env's first episode in ``batch`` succeeded at a valid step."""
     return (batch.success & batch.valid).any(0).numpy().reshape(num_tasks, -1)
@@ -425,6 +436,7 @@ def measure_run(
     twin_pixel_noise: float = 0.0,
     rendered_state_model: bool = False,
     model_drawn_real: bool = False,
+    video: Path | None = None,
 ) -> dict[str, Any]:
     """Headroom of one run folder's policy (and with ``imagined``, the agreement of its world model of
     round ``world_round`` on the same starts); see the module docstring. ``keyframe_chunk`` C > 0
@@ -437,7 +449,8 @@ def measure_run(
     sampled group closed loop in the attached arm-and-object model, the policy seeing the simulator's
     rendering of its states (:class:`RenderedStateModelWorld`) and drawing the same action noise.
     ``model_drawn_real`` runs every sampled group once more in the real simulator, the policy seeing the
-    world model's drawing of the real states (:class:`ModelDrawnRealWorld`), the same action noise."""
+    world model's drawing of the real states (:class:`ModelDrawnRealWorld`), the same action noise;
+    ``video``: where to write the first start's first sample per task of it, real | drawn."""
     import torch
     from tqdm.auto import tqdm
 
@@ -557,7 +570,10 @@ def measure_run(
                 if drawn_out is not None:  # the real dynamics closed loop, drawn by the world model
                     from benchmarks._split_worlds import ModelDrawnRealWorld
 
-                    bd = collect_first_episodes(ModelDrawnRealWorld(imag.wm, start), _NoiseFrom(policy, rng_before), horizon)
+                    world = ModelDrawnRealWorld(imag.wm, start, record=video is not None and j == 0 and s == stds[0])
+                    bd = collect_first_episodes(world, _NoiseFrom(policy, rng_before), horizon)
+                    if world.record:
+                        _write_drawn_video(video, world, samples)
                     drawn_out[s][:, j] = _solved(bd, len(tasks))
                     env_steps += float(bd.executed.sum()) + start.replayed_steps
                     bar.update()
@@ -791,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
             imagined=a.imagined, world_round=a.world_round, keyframe_chunk=a.keyframe_chunk,
             keyframe_horizon=a.horizon, object_dynamics=a.object_dynamics, twin_pixel_noise=a.twin_pixel_noise,
             rendered_state_model=a.rendered_state_model, model_drawn_real=a.model_drawn_real,
+            video=a.out.with_name(f"{a.out.stem}_drawn_vs_real_{key.replace('/', '_')}.mp4") if a.model_drawn_real else None,
         )
     res = {
         "benchmark": "rl_headroom",

@@ -596,7 +596,7 @@ def test_rendered_state_model_world_steps_the_model_and_draws_its_states():
     env.close()
 
 
-def test_model_drawn_real_world_steps_the_simulator_and_draws_the_real_states():
+def test_model_drawn_real_world_steps_the_simulator_and_draws_the_real_states(tmp_path):
     """benchmarks._split_worlds.ModelDrawnRealWorld: the real simulator moves (proprio and success as a
     plain real pass of the same actions gives them) and the world model draws the frames from the
     real states of every chunk, from a context of the start's real frames."""
@@ -614,7 +614,7 @@ def test_model_drawn_real_world_steps_the_simulator_and_draws_the_real_states():
     torch.manual_seed(0)
     wm = make_world_model("deterministic", image_size=32, context_frames=2, chunk_size=2, block_out_channels=[16, 32],
                           head_hidden=32, autocast_bf16=False, env_state_dim=9).eval()
-    world = ModelDrawnRealWorld(wm, _ReplayedStart(env, [31, 32], tasks))
+    world = ModelDrawnRealWorld(wm, _ReplayedStart(env, [31, 32], tasks), record=True)
     obs0, _ = world.reset()
     real0, _ = twin.reset(seed=[31, 32])
     np.testing.assert_array_equal(obs0["image"], real0["image"])
@@ -635,8 +635,15 @@ def test_model_drawn_real_world_steps_the_simulator_and_draws_the_real_states():
         obs, rew, term, trunc, info = world.step(acts)
         np.testing.assert_array_equal(obs["image"], want.frames[:, -1].numpy())
         np.testing.assert_array_equal(obs["state"], o["state"])
+        np.testing.assert_array_equal(world.real_frames[-1], o["image"])
+        np.testing.assert_array_equal(world.drawn_frames[-1], obs["image"])
         assert not term.any() and not trunc.any()
     assert not np.array_equal(obs["image"], o["image"])  # an untrained model's drawing, not the real frame
+    assert len(world.real_frames) == len(world.drawn_frames) == 4  # the start and 3 chunks
+    from benchmarks.rl_headroom import _write_drawn_video
+
+    _write_drawn_video(tmp_path / "drawn.mp4", world, samples=1)
+    assert (tmp_path / "drawn.mp4").stat().st_size > 0
     env.close()
     twin.close()
 
