@@ -273,6 +273,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "rl_headroom_imagined_odarm.json)", lambda d: _replay(d, key="rendered"), ""),
     ("rl_headroom_split_schm.json", "the real simulator closed loop, the policy seeing the heatmap world's drawing of "
      "the real states (--model-drawn-real; ablation_schm runs)", lambda d: _replay(d, key="drawn"), ""),
+    ("rl_headroom_split_schmtcp.json", "same, the world whose frames also draw the gripper from the tcp as a heatmap "
+     "(world_model.tcp_heatmap=true, ablation_schmtcp runs)", lambda d: _replay(d, key="drawn"), ""),
+    ("rl_headroom_split_schmtcp.json", "that world with the state model attached, as RL in imagination sees it",
+     _agreement, ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
@@ -334,6 +338,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift_state_schm.json", "same, the frames also read the state model's cube positions as heatmaps "
      "(--variant schm ... world_model.state_heatmaps=true): SFT -> after RL in imagination",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(_get(d, 'ablations.schm.imagination_rl_success'))}",
+     ">= SFT + 0.30"),
+    ("imagination_lift_state_schmtcp.json", "same, the gripper drawn from the state model's tcp as a heatmap too "
+     "(--variant schmtcp ... world_model.tcp_heatmap=true): SFT -> after RL in imagination",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(_get(d, 'ablations.schmtcp.imagination_rl_success'))}",
      ">= SFT + 0.30"),
     ("libero_quick.json", "LIBERO quick slice (random policy, 2 episodes): success", "mean_success", ""),
     ("maniskill_quick.json", "ManiSkill3 quick slice (random policy, 2 episodes): success", "mean_success", ""),
