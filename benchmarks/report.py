@@ -271,12 +271,22 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("rl_headroom_split_odarm.json", "where the closed loop loses it: the pipeline's arm-and-object state model closed "
      "loop, the policy seeing the simulator's own rendering of its states (--rendered-state-model; same runs as "
      "rl_headroom_imagined_odarm.json)", lambda d: _replay(d, key="rendered"), ""),
+    ("rl_headroom_split_odarm_drawn.json", "the real simulator closed loop, the policy seeing the default pixel model's "
+     "drawing of the real states (--model-drawn-real; ablation_odarm runs)", lambda d: _replay(d, key="drawn"), ""),
     ("rl_headroom_split_schm.json", "the real simulator closed loop, the policy seeing the heatmap world's drawing of "
      "the real states (--model-drawn-real; ablation_schm runs)", lambda d: _replay(d, key="drawn"), ""),
     ("rl_headroom_split_schmtcp.json", "same, the world whose frames also draw the gripper from the tcp as a heatmap "
      "(world_model.tcp_heatmap=true, ablation_schmtcp runs)", lambda d: _replay(d, key="drawn"), ""),
     ("rl_headroom_split_schmtcp.json", "that world with the state model attached, as RL in imagination sees it",
      _agreement, ""),
+    ("state_model_refit.json", "the state model refitted on round 1's real rollouts, scored on round 2's (3 runs): "
+     "cube one-step error where it moves / open loop after 16 and 32 steps (cm), demos-only fit -> refit",
+     lambda d: " -> ".join(
+         " / ".join(_fmt(None if v is None else 100 * v) for v in (
+             _get(d, f"mean_over_runs.{fit}.one_step_error_moving_mean_m"),
+             _get(d, f"mean_over_runs.{fit}.open_loop_error_step_16_m"),
+             _get(d, f"mean_over_runs.{fit}.open_loop_error_step_32_m")))
+         for fit in ("demos", "demos+round_1")), ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

@@ -698,3 +698,17 @@ def test_pixel_noise_twin_changes_only_the_frames_and_pools_like_imagination():
     row = aggregate_twin({"a": run}, [0.1], 4)["0.1"]
     assert "mean_action" not in row and row["samples"]["agreement"] == 1.0
     assert row["advantage"]["cosine"] == pytest.approx(1.0)
+
+
+def test_state_model_refit_needs_two_rounds_of_rollouts(tmp_path):
+    from benchmarks.state_model_refit import main
+
+    with pytest.raises(WmrlError, match="config.yaml not found"):
+        main(["--runs", str(tmp_path / "nope"), "--out", str(tmp_path / "x.json")])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("seed: 0\n")
+    with pytest.raises(WmrlError, match=r"round_1/rollouts.npz not found; expected a run with >= 2 co-evolution rounds"):
+        main(["--runs", str(tmp_path / "run"), "--out", str(tmp_path / "x.json")])
+    with pytest.raises(WmrlError, match="--steps 0 and --num-threads 1 must be >= 1"):
+        main(["--runs", str(tmp_path / "run"), "--steps", "0", "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()

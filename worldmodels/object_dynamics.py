@@ -376,6 +376,15 @@ def open_loop_error(
     return out
 
 
+def evaluate_object_dynamics(model: ObjectDynamics, traj: Any, episodes: np.ndarray) -> dict[str, float | None]:
+    """:func:`one_step_error` and :func:`open_loop_error` of ``model`` on ``episodes`` of ``traj``
+    (``wmrl.data.Trajectories`` with ``env_states``), e.g. held-out or later real episodes."""
+    return {
+        **one_step_error(model, _tensors(transitions(traj, model.config, episodes))),
+        **open_loop_error(model, traj, episodes),
+    }
+
+
 def fit_object_dynamics(
     traj: Any, config: ObjectDynamicsConfig | None = None, progress: bool = True
 ) -> tuple[ObjectDynamics, dict[str, Any]]:
@@ -450,8 +459,7 @@ def fit_object_dynamics(
         "final_loss_cm2": loss_v,
     }
     if len(test_eps):
-        metrics.update(one_step_error(model, _tensors(transitions(traj, c, test_eps))))
-        metrics.update(open_loop_error(model, traj, test_eps))
+        metrics.update(evaluate_object_dynamics(model, traj, test_eps))
     metrics["wall_time_s"] = time.time() - t0
     return model, metrics
 
