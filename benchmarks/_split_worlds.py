@@ -22,6 +22,46 @@ from typing import Any
 import numpy as np
 
 
+class StateModelRollout:
+    """An arm-and-object ``ObjectDynamics`` stepping chunk by chunk from a real start ``context``
+    (``rl_headroom._ReplayedStart.context``: the last proprio and environment states of the way
+    there), with each sub-env's task rule (:func:`success_from_environment_state`) read at every step.
+    ``now`` / ``prev`` are the proprio (N, P) now and one step earlier, ``objs`` / ``objs_prev`` the
+    object positions (N, O, 3)."""
+
+    def __init__(self, model: Any, context: dict[str, Any], task_ids: list[str]):
+        import torch
+
+        self.model, self.task_ids = model, list(task_ids)
+        self.o3 = 3 * model.config.num_objects
+        states = torch.as_tensor(np.asarray(context["states"], np.float32))  # (N, T', P)
+        env = np.asarray(context["env_states"], np.float32)  # (N, T', E)
+        before = -2 if states.shape[1] > 1 else -1
+        self.now, self.prev = states[:, -1], states[:, before]
+        self.objs = torch.as_tensor(env[:, -1, : self.o3]).unflatten(-1, (-1, 3))
+        self.objs_prev = torch.as_tensor(env[:, before, : self.o3]).unflatten(-1, (-1, 3))
+        self.env_now = env[:, -1].copy()
+
+    def step(self, actions: Any) -> np.ndarray:
+        """One chunk of actions (N, K, A) (clipped to [-1, 1] as the simulator clips them) -> bool
+        (N,): the task's rule held at some step of it."""
+        import torch
+
+        from envs.tabletop.environment_state import success_from_environment_state
+
+        acts = torch.as_tensor(np.asarray(actions, np.float32)).clamp(-1.0, 1.0)
+        k = acts.shape[1]
+        hit = np.zeros(len(self.task_ids), bool)
+        with torch.no_grad():
+            props, moved = self.model.rollout(self.now[:, None], acts, self.objs, self.objs_prev, self.prev)
+        for j in range(k):
+            self.env_now[:, : self.o3] = moved[:, j].flatten(1).numpy()
+            hit |= success_from_environment_state(self.task_ids, props[:, j].numpy(), self.env_now)
+        self.prev, self.now = (props[:, -2] if k > 1 else self.now), props[:, -1]
+        self.objs_prev, self.objs = (moved[:, -2] if k > 1 else self.objs), moved[:, -1]
+        return hit
+
+
 class RenderedStateModelWorld:
     """A chunked vector env (``collect_first_episodes`` contract) that starts where ``start`` (a
     ``rl_headroom._ReplayedStart`` on the built-in suite) resets to, steps ``model`` (an
@@ -42,45 +82,23 @@ class RenderedStateModelWorld:
         if not hasattr(self.sim, "render_states"):
             raise WmrlError(f"{type(self.sim).__name__} cannot draw given states; expected the built-in suite")
         self.instructions: list[str] = []
+        self.rollout: StateModelRollout | None = None
 
     def reset(self, *, seed: Any = None, options: Any = None):
         """The real start (``seed`` is ignored: ``start`` holds the seeds) and its first observation."""
-        import torch
-
         obs, info = self.start.reset()
-        ctx = self.start.context
-        o3 = 3 * self.model.config.num_objects
-        states = torch.as_tensor(np.asarray(ctx["states"], np.float32))  # (N, T', P)
-        env = np.asarray(ctx["env_states"], np.float32)  # (N, T', E)
-        before = -2 if states.shape[1] > 1 else -1
-        self.now, self.prev = states[:, -1], states[:, before]
-        self.objs = torch.as_tensor(env[:, -1, :o3]).unflatten(-1, (-1, 3))
-        self.objs_prev = torch.as_tensor(env[:, before, :o3]).unflatten(-1, (-1, 3))
-        self.env_now = env[:, -1].copy()
-        self.instructions = list(ctx["instructions"])
+        self.rollout = StateModelRollout(self.model, self.start.context, self.task_ids)
+        self.instructions = list(self.start.context["instructions"])
         return obs, info
 
     def step(self, actions: np.ndarray):
         """actions (N, K, A) -> (obs, reward (N,), terminated (N,), truncated (N,), info)."""
-        import torch
-
-        from envs.tabletop.environment_state import success_from_environment_state
-
-        o3 = 3 * self.model.config.num_objects
-        acts = torch.as_tensor(np.asarray(actions, np.float32)).clamp(-1.0, 1.0)
-        n, k = self.num_envs, acts.shape[1]
-        hit = np.zeros(n, bool)
-        with torch.no_grad():
-            props, moved = self.model.rollout(self.now[:, None], acts, self.objs, self.objs_prev, self.prev)
-        for j in range(k):
-            self.env_now[:, :o3] = moved[:, j].flatten(1).numpy()
-            hit |= success_from_environment_state(self.task_ids, props[:, j].numpy(), self.env_now)
-        self.prev, self.now = (props[:, -2] if k > 1 else self.now), props[:, -1]
-        self.objs_prev, self.objs = (moved[:, -2] if k > 1 else self.objs), moved[:, -1]
-        frames = self.sim.render_states(self.now.numpy(), self.objs.numpy())  # (N, H, W, 3)
-        obs = {"image": frames, "state": self.now.numpy().astype(np.float32)}
+        hit = self.rollout.step(actions)
+        now = self.rollout.now.numpy()
+        frames = self.sim.render_states(now, self.rollout.objs.numpy())  # (N, H, W, 3)
+        obs = {"image": frames, "state": now.astype(np.float32)}
         info = {"success": hit.copy(), "instruction": list(self.instructions)}
-        return obs, hit.astype(np.float32), hit.copy(), np.zeros(n, bool), info
+        return obs, hit.astype(np.float32), hit.copy(), np.zeros(self.num_envs, bool), info
 
 
 class ModelDrawnRealWorld:

@@ -362,29 +362,12 @@ def _state_model_outcomes(model: Any, context: dict[str, Any], batch: Any, task_
     ``ObjectDynamics`` replays a real pass's sampled actions (``batch.actions`` ``(T, N, K, A)``,
     clipped to [-1, 1] as the simulator clips them) open loop from the real start ``context``
     (``_ReplayedStart.context``)? The dynamics alone, without the frames the policy acts on."""
-    import torch
+    from benchmarks._split_worlds import StateModelRollout
 
-    from envs.tabletop.environment_state import success_from_environment_state
-
-    o3 = 3 * model.config.num_objects
-    states = torch.as_tensor(np.asarray(context["states"], np.float32))  # (N, T', P)
-    env = np.asarray(context["env_states"], np.float32)  # (N, T', E)
-    before = -2 if states.shape[1] > 1 else -1
-    now, prev = states[:, -1], states[:, before]
-    objs = torch.as_tensor(env[:, -1, :o3]).unflatten(-1, (-1, 3))
-    objs_prev = torch.as_tensor(env[:, before, :o3]).unflatten(-1, (-1, 3))
-    env_now = env[:, -1].copy()
+    sim = StateModelRollout(model, context, task_ids)
     hit = np.zeros(len(task_ids), bool)
-    with torch.no_grad():
-        for t in range(batch.num_steps):
-            acts = batch.actions[t].float().clamp(-1.0, 1.0)  # (N, K, A)
-            props, moved = model.rollout(now[:, None], acts, objs, objs_prev, prev)
-            valid = batch.valid[t].numpy()
-            for k in range(acts.shape[1]):
-                env_now[:, :o3] = moved[:, k].flatten(1).numpy()
-                hit |= valid & success_from_environment_state(task_ids, props[:, k].numpy(), env_now)
-            prev, now = (props[:, -2] if acts.shape[1] > 1 else now), props[:, -1]
-            objs_prev, objs = (moved[:, -2] if acts.shape[1] > 1 else objs), moved[:, -1]
+    for t in range(batch.num_steps):
+        hit |= batch.valid[t].numpy() & sim.step(batch.actions[t].float())
     return hit
 
 

@@ -720,18 +720,16 @@ class Pipeline:
                 )
                 env.close()
                 save_trajectories_npz(rollouts_dir, traj_new)
+                earlier = [load_trajectories_npz(self.root / f"round_{q}" / "rollouts.npz") for q in range(1, r)]
                 dataset = self.trajectories()
-                for q in range(1, r):
-                    dataset = _concat_weighted(
-                        dataset, load_trajectories_npz(self.root / f"round_{q}" / "rollouts.npz"), cc
-                    )
+                for past in earlier:
+                    dataset = _concat_weighted(dataset, past, cc)
                 _, fst = coevolve_models(wm, sm, dataset, traj_new, cc, seed=self.cfg.seed + r)
                 if self.cfg.refit_object_dynamics_each_round():  # the dynamics of every real step so far
-                    real = [self.trajectories()] + [
-                        load_trajectories_npz(self.root / f"round_{q}" / "rollouts.npz") for q in range(1, r + 1)
-                    ]
                     fit = self.fit_object_dynamics(
-                        Trajectories.concat(real), out / RUN_OBJECT_DYNAMICS, 1000 * r + self.cfg.seed
+                        Trajectories.concat([self.trajectories(), *earlier, traj_new]),
+                        out / RUN_OBJECT_DYNAMICS,
+                        1000 * r + self.cfg.seed,
                     )
                     fst = {**fst, **{f"object_dynamics_{k}": v for k, v in fit.items() if isinstance(v, (int, float))}}
                 sm.save_pretrained(out / "success")

@@ -65,7 +65,7 @@ class DeterministicWorldModel(WorldModel):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """ctx_frames (B, T, 3, H, W) in [-1, 1] -> frames (B, K, 3, H, W), states (B, K, D),
         rewards (B, K), success logits (B, K). future: :meth:`future_features` (B, K*D + 1), heat:
-        :meth:`future_heatmaps` (B, K*O, H, W), or None (not given)."""
+        :meth:`future_heatmaps` (B, K*P, H, W), or None (not given)."""
         c = self.config
         b = ctx_frames.shape[0]
         cond = self._cond(ctx_noise, states_n, actions_n, instr, future=future)
