@@ -31,6 +31,7 @@ from imagination.rollout_buffer import (
 from imagination.trainer_utils import (
     budget_exhausted,
     iteration_generator,
+    policy_device,
     resume_trainer,
     save_trainer_checkpoint,
     set_exploration_std,
@@ -144,10 +145,11 @@ def grpo_update(
     gen: torch.Generator,
 ) -> dict[str, float]:
     """Clipped-ratio update on every valid chunk of the kept trajectories (one screen, cleanrl style)."""
+    dev = policy_device(policy)  # the batch lives on the CPU; the per-sample terms move to the policy
     t_idx, n_idx = torch.nonzero(batch.valid & keep[None, :], as_tuple=True)
-    old_logp, adv = batch.log_probs[t_idx, n_idx], adv_traj[n_idx]
-    w = 1.0 / lengths[n_idx].float()  # masked GRPO: each trajectory's chunks share weight 1
-    ref_logp = batch.ref_log_probs[t_idx, n_idx] if batch.ref_log_probs is not None else None
+    old_logp, adv = batch.log_probs[t_idx, n_idx].to(dev), adv_traj[n_idx].to(dev)
+    w = (1.0 / lengths[n_idx].float()).to(dev)  # masked GRPO: each trajectory's chunks share weight 1
+    ref_logp = batch.ref_log_probs[t_idx, n_idx].to(dev) if batch.ref_log_probs is not None else None
     stats: dict[str, list[float]] = {
         "loss": [],
         "kl": [],
@@ -164,7 +166,7 @@ def grpo_update(
             pg = -torch.min(ratio * adv[mb], ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv[mb])
             wm = w[mb] / w[mb].sum()
             loss = (pg * wm).sum() - cfg.entropy_coef * (ev.entropy * wm).sum()
-            kl = torch.zeros(())
+            kl = torch.zeros((), device=dev)
             if ref_logp is not None and cfg.kl_coef > 0:
                 d = (ref_logp[mb] - ev.log_prob).clamp(-20.0, 20.0)
                 kl = ((d.exp() - d - 1.0) * wm).sum()  # k3 estimator of KL(pi || pi_ref)

@@ -174,6 +174,8 @@ class RunConfig:
         suite: task id, suite name or list of task ids.
         image_size: frame side for every model (policy, world model, rewards).
         seed: seed of the whole run; num_threads: torch CPU threads (null: torch default).
+        device: where the models train and run (``wmrl.devices``: auto = CUDA when torch sees a
+            GPU, else the CPU; cpu; cuda; cuda:N). The simulators stay on the CPU.
         demos, rewards, eval: see their classes.
         render: how the built-in suite renders real frames (:class:`RenderConfig`; other backends
             take only the default).
@@ -203,6 +205,7 @@ class RunConfig:
     image_size: int = 64
     seed: int = 0
     num_threads: int | None = None
+    device: str = "auto"
     demos: DemoConfig = field(default_factory=DemoConfig)
     world_model: dict = field(default_factory=lambda: {"family": "deterministic"})
     world_model_train: dict = field(default_factory=dict)
@@ -230,6 +233,9 @@ class RunConfig:
             raise ConfigError(f"rl.algo={self.rl.get('algo')!r}; expected 'grpo' or 'ppo'")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"num_threads={self.num_threads} must be >= 1 or null")
+        from wmrl.devices import resolve_device
+
+        resolve_device(self.device)  # a bad name or a missing GPU fails before any work
         if not self.render.is_default:
             other = self.other_backends()
             if other:
@@ -337,6 +343,9 @@ class Pipeline:
         (self.root / "stages").mkdir(exist_ok=True)
         self.t0 = time.perf_counter()
         self._traj = None
+        from wmrl.devices import resolve_device
+
+        self.device = resolve_device(cfg.device)  # models train and run here; simulators stay on the CPU
 
     # -- markers
     def done(self, stage: str) -> dict | None:
@@ -435,7 +444,9 @@ class Pipeline:
 
         wm = {**self.cfg.world_model, "image_size": self.cfg.image_size, "seed": self.cfg.seed}
         loop = to_dataclass(
-            {"seed": self.cfg.seed, **self.cfg.world_model_train}, TrainLoopConfig, where="world_model_train."
+            {"seed": self.cfg.seed, "device": str(self.device), **self.cfg.world_model_train},
+            TrainLoopConfig,
+            where="world_model_train.",
         )
         tcfg = TrainWorldModelConfig(world_model=wm, train=loop, run_dir=str(self.root / "world_model"))
         tr, te = self.trajectories().split_episodes(0.1, self.cfg.seed)
@@ -474,6 +485,7 @@ class Pipeline:
             batch_size=rc.batch_size,
             seed=self.cfg.seed,
             progress=self.progress,
+            device=self.device,
         )
         exe = ExecutabilityReward(idm)
         clips, acts = _real_clips(traj, 5, rc.calibrate_clips, self.cfg.seed)
@@ -485,7 +497,7 @@ class Pipeline:
             from imagination.coevolution import imagined_random_failures, imagined_replays
             from worldmodels import load_world_model
 
-            wm = load_world_model(self.root / "world_model" / "model").eval()
+            wm = load_world_model(self.root / "world_model" / "model").to(self.device).eval()
             replays = imagined_replays(wm, traj) if rc.imagined_replays else None
             if replays is not None:
                 parts.append(replays)
@@ -507,6 +519,7 @@ class Pipeline:
             batch_size=rc.batch_size,
             seed=self.cfg.seed,
             progress=self.progress,
+            device=self.device,
         )
         succ.save_pretrained(self.root / "rewards" / "success")
         return {
@@ -536,6 +549,7 @@ class Pipeline:
             out=str(out),
             policy=pol,
             num_threads=self.cfg.num_threads,
+            device=str(self.device),
         )
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
@@ -579,15 +593,17 @@ class Pipeline:
         """World model, success model and executability reward as of the start of RL round ``round_idx``
         (the world model with the run's object dynamics attached when ``object_dynamics.enabled``)."""
         return round_models(
-            self.root, round_idx, round_object_dynamics(self.root, round_idx) if self.cfg.object_dynamics_config() else None
+            self.root,
+            round_idx,
+            round_object_dynamics(self.root, round_idx) if self.cfg.object_dynamics_config() else None,
+            device=self.device,
         )
 
     def policy_after(self, round_idx: int):
         from policies import load_policy
 
-        if round_idx < 0:
-            return load_policy(self.root / "sft" / "policy")
-        return load_policy(self.root / f"round_{round_idx}" / "policy")
+        folder = self.root / "sft" if round_idx < 0 else self.root / f"round_{round_idx}"
+        return load_policy(folder / "policy", map_location=str(self.device))
 
     def rl(
         self,
@@ -858,11 +874,15 @@ def run_config_of(root: Path) -> RunConfig:
     return to_dataclass({**d, "real_rl_baseline": False}, RunConfig)
 
 
-def round_models(root: Path, round_idx: int, object_dynamics: Path | None = None) -> tuple[Any, Any, Any]:
+def round_models(
+    root: Path, round_idx: int, object_dynamics: Path | None = None, device: str | torch.device | None = None
+) -> tuple[Any, Any, Any]:
     """``(world model, success model, executability reward)`` of run folder ``root`` as of the start
     of RL round ``round_idx`` (the latest co-evolved world and success model before it); with
-    ``object_dynamics`` (a folder written by ``ObjectDynamics.save_pretrained``) that model attached."""
+    ``object_dynamics`` (a folder written by ``ObjectDynamics.save_pretrained``) that model attached.
+    All on ``device`` (``wmrl.devices`` names; None: the CPU)."""
     from rewards import ExecutabilityReward, SuccessRewardModel
+    from wmrl.devices import resolve_device
     from worldmodels import load_world_model
 
     root = Path(root)
@@ -871,13 +891,14 @@ def round_models(root: Path, round_idx: int, object_dynamics: Path | None = None
         if (root / f"round_{r}" / "world_model").exists():
             wm_dir, sm_dir = root / f"round_{r}" / "world_model", root / f"round_{r}" / "success"
             break
-    wm = load_world_model(wm_dir).eval()
+    dev = str(resolve_device(device))
+    wm = load_world_model(wm_dir).to(dev).eval()
     if object_dynamics is not None:
         from worldmodels.object_dynamics import ObjectDynamics
 
         wm.attach_object_dynamics(ObjectDynamics.from_pretrained(object_dynamics))
-    sm = SuccessRewardModel.from_pretrained(sm_dir).eval()
-    exe = ExecutabilityReward.from_pretrained(root / "rewards" / "executability")
+    sm = SuccessRewardModel.from_pretrained(sm_dir, map_location=dev).eval()
+    exe = ExecutabilityReward.from_pretrained(root / "rewards" / "executability", map_location=dev)
     return wm, sm, exe
 
 

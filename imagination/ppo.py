@@ -26,6 +26,7 @@ from imagination.rollout_buffer import (
 from imagination.trainer_utils import (
     budget_exhausted,
     iteration_generator,
+    policy_device,
     resume_trainer,
     save_trainer_checkpoint,
     set_exploration_std,
@@ -145,7 +146,7 @@ def train_ppo(
         with torch.no_grad():
             probe = policy.act(obs_to_torch(collector.obs), env_instructions(env, collector.info))
         if probe.value is None:
-            critic = ValueNet(int(env.single_observation_space["state"].shape[-1]))
+            critic = ValueNet(int(env.single_observation_space["state"].shape[-1])).to(policy_device(policy))
     modules: dict[str, nn.Module] = {"policy": policy}
     opts = {"policy": torch.optim.Adam(trainable_parameters(policy), lr=cfg.lr)}
     if critic is not None:
@@ -169,7 +170,8 @@ def train_ppo(
         rewards = batch.rewards + cfg.gamma * batch.final_values * (batch.truncated & ~batch.terminated)
         adv, ret = compute_gae(rewards, batch.values, dones, last_value, cfg.gamma, cfg.gae_lambda)
         t_idx, n_idx = torch.nonzero(batch.valid, as_tuple=True)
-        old_logp, adv_s, ret_s = batch.log_probs[t_idx, n_idx], adv[t_idx, n_idx], ret[t_idx, n_idx]
+        dev = policy_device(policy)  # the batch lives on the CPU; the per-sample terms move to the policy
+        old_logp, adv_s, ret_s = (x[t_idx, n_idx].to(dev) for x in (batch.log_probs, adv, ret))
         warm = cfg.critic_warmup if (it == 0 and critic is not None) else 0
         stats: dict[str, list[float]] = {"pg_loss": [], "v_loss": [], "entropy": [], "clip_frac": []}
         for epoch in range(warm + cfg.update_epochs):

@@ -74,13 +74,23 @@ def load_trainer_checkpoint(
                 f"{ckpt} holds {name} weights of another architecture; cannot resume from it"
             )
         m.load_state_dict(sd)
-    state = torch.load(ckpt / "trainer.pt", weights_only=False)
+    state = torch.load(ckpt / "trainer.pt", weights_only=False, map_location="cpu")
     for k, o in optimizers.items():
         o.load_state_dict(state["optimizers"][k])
     torch.set_rng_state(state["rng"]["torch"])
     np.random.set_state(state["rng"]["numpy"])
     random.setstate(state["rng"]["python"])
     return state
+
+
+def policy_device(policy: Any) -> torch.device:
+    """The device a policy computes on (its ``device``, else its first parameter's; the CPU for one
+    without parameters)."""
+    dev = getattr(policy, "device", None)
+    if isinstance(dev, (torch.device, str)):
+        return torch.device(dev)
+    p = next(iter(policy.parameters()), None) if hasattr(policy, "parameters") else None
+    return p.device if p is not None else torch.device("cpu")
 
 
 def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:

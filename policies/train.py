@@ -49,6 +49,8 @@ class TrainPolicyConfig:
         max_episodes: train on the first N episodes only (demo budget); None: all.
         num_threads: torch intra-op threads (1: fastest for these small convs on a busy 2-core CPU,
             where 2 threads ran 10x slower); None: leave as is.
+        device: where the policy trains (``wmrl.devices``: auto | cpu | cuda | cuda:N); the frames
+            stay on the CPU and each batch moves there.
         policy: the policy architecture.
     """
 
@@ -67,9 +69,13 @@ class TrainPolicyConfig:
     ema_decay: float = 0.0
     max_episodes: int | None = None
     num_threads: int | None = 1
+    device: str = "cpu"
     policy: VLAConfig = field(default_factory=VLAConfig)
 
     def __post_init__(self) -> None:
+        from wmrl.devices import resolve_device
+
+        resolve_device(self.device)  # a bad name or a missing GPU fails before any work
         if self.steps < 1:
             raise ConfigError(f"{self.steps=} must be >= 1")
         if self.batch_size < 1:
@@ -134,6 +140,11 @@ class ChunkDataset:
         return out
 
 
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A :meth:`ChunkDataset.batch` moved to the policy's ``device`` (no copy on the CPU)."""
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
 def random_shift(images: torch.Tensor, shift: int, gen: torch.Generator | None = None) -> torch.Tensor:
     """DrQ-style augmentation: pad by ``shift`` (edge) and crop back at a random offset. uint8 (B,H,W,3)."""
     if shift <= 0:
@@ -155,6 +166,8 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
         trajectories: optional in-memory :class:`wmrl.data.Trajectories` (else read ``cfg.dataset``).
     """
     from tqdm import tqdm
+
+    from wmrl.devices import resolve_device
 
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
@@ -192,6 +205,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
         vdata = ChunkDataset(val, cfg.policy.chunk_size, None, cfg.policy.use_wrist)
         vdata.texts = torch.stack([text_of[s] for s in vdata.instructions])
     policy.set_normalization(data.states.mean(0), data.states.std(0))
+    policy.to(resolve_device(cfg.device))
 
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -202,7 +216,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     ema = WeightEMA(policy, cfg.ema_decay) if cfg.ema_decay > 0 else None
     ckpt = run.latest_checkpoint()
     if ckpt is not None:
-        state = torch.load(ckpt / "trainer.pt", weights_only=False)
+        state = torch.load(ckpt / "trainer.pt", weights_only=False, map_location="cpu")
         loaded = VLAPolicy.from_pretrained(ckpt / "policy")
         policy.load_state_dict(loaded.state_dict())
         opt.load_state_dict(state["opt"])
@@ -240,7 +254,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     logs: dict[str, float] = {}
     for step in bar:
         ids = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)
-        loss, logs = policy(data.batch(ids, cfg.augment_shift, gen))
+        loss, logs = policy(to_device(data.batch(ids, cfg.augment_shift, gen), policy.device))
         check_finite("policy SFT loss", loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -275,7 +289,10 @@ def validation_loss(policy: VLAPolicy, data: ChunkDataset, max_frames: int = 512
     was = policy.training
     policy.eval()
     ids = torch.linspace(0, len(data) - 1, min(max_frames, len(data))).long()
-    losses = [float(policy(data.batch(ids[i : i + 256]))[0]) * len(ids[i : i + 256]) for i in range(0, len(ids), 256)]
+    losses = [
+        float(policy(to_device(data.batch(ids[i : i + 256]), policy.device))[0]) * len(ids[i : i + 256])
+        for i in range(0, len(ids), 256)
+    ]
     policy.train(was)
     return sum(losses) / len(ids)
 

@@ -252,6 +252,7 @@ def train_idm(
     augment_shift: int = 0,
     log: Any = None,
     progress: bool = False,
+    device: str | torch.device | None = None,
 ) -> IDM:
     """Train (or continue training ``model``) an IDM on real trajectories.
 
@@ -261,9 +262,12 @@ def train_idm(
         augment_shift: random shift in pixels, the same for every frame of a window (motion kept).
             0 by default: the camera is fixed, and absolute image position carries depth cues.
         log: optional callable ``log(step, metrics)`` (e.g. ``RunDir.log``).
+        device: where the IDM trains (``wmrl.devices`` names); None: where ``model`` is (a new
+            model: the CPU). The frames stay on the CPU and each batch moves there.
     """
     from tqdm import tqdm
 
+    from wmrl.devices import resolve_device
     from wmrl.runs import check_finite
 
     torch.manual_seed(seed)
@@ -272,6 +276,9 @@ def train_idm(
         model = IDM(config or IDMConfig(image_size=int(traj.images.shape[1])))
         acts = np.asarray(traj.actions, dtype=np.float32)
         model.set_normalization(acts.mean(0), acts.std(0))
+    if device is not None:
+        model.to(resolve_device(device))
+    dev = model.device
     cfg = model.config
     idx, ts = transition_windows(traj, cfg)
     images = torch.from_numpy(np.ascontiguousarray(traj.images))
@@ -289,7 +296,7 @@ def train_idm(
     for step in tqdm(range(steps), desc="train-idm", disable=not progress):
         b = torch.randint(0, len(ts_t), (batch_size,), generator=gen)
         win = shift_windows(images[idx_t[b]], augment_shift, gen)
-        loss = model.loss(win, actions[ts_t[b]], None if w is None else w[b])
+        loss = model.loss(win.to(dev), actions[ts_t[b]].to(dev), None if w is None else w[b].to(dev))
         check_finite("IDM loss", loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -179,6 +179,7 @@ def train_success_model(
     augment_shift: int = 2,
     log: Any = None,
     progress: bool = False,
+    device: str | torch.device | None = None,
 ) -> SuccessRewardModel:
     """Train (or continue) the success model with class-balanced sampling.
 
@@ -192,10 +193,13 @@ def train_success_model(
             frames of that class).
         mismatch_frac: fraction of positives re-paired with another task's instruction and
             labelled negative (teaches the model to read the instruction).
+        device: where the model trains (``wmrl.devices`` names); None: where ``model`` is (a new
+            model: the CPU). The frames stay on the CPU and each batch moves there.
     """
     from tqdm import tqdm
 
     from policies.train import random_shift
+    from wmrl.devices import resolve_device
     from wmrl.runs import check_finite
 
     torch.manual_seed(seed)
@@ -203,6 +207,9 @@ def train_success_model(
     rng = np.random.default_rng(seed)
     if model is None:
         model = SuccessRewardModel(config or SuccessModelConfig(image_size=int(traj.images.shape[1])))
+    if device is not None:
+        model.to(resolve_device(device))
+    dev = model.device
     pool = success_frames(traj)
     p_w = np.ones(len(pool.labels))
     if weights is not None:
@@ -230,7 +237,7 @@ def train_success_model(
     if len(pos) == 0 or len(neg) == 0:
         raise WmrlError(f"the success model needs positive and negative frames; got {len(pos)} and {len(neg)}")
     uniq = sorted(set(pool.instructions))
-    text = model.text_encoder.encode(uniq)
+    text = model.text_encoder.encode(uniq).to(dev)
     pos_of = {s: i for i, s in enumerate(uniq)}
     tidx = np.array([pos_of[s] for s in pool.instructions])
     images = torch.from_numpy(np.ascontiguousarray(pool.images))
@@ -250,8 +257,8 @@ def train_success_model(
                 ti[i] = other + (other >= ti[i])
                 y[i] = 0.0
         x = random_shift(images[torch.from_numpy(ids)], augment_shift, gen)
-        logits = model.logits(x, text[torch.from_numpy(ti)])
-        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
+        logits = model.logits(x.to(dev), text[torch.from_numpy(ti).to(dev)])
+        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(y).to(dev))
         check_finite("success model loss", loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -34,4 +34,4 @@ class WeightEMA:
     def load_state_dict(self, state: dict[str, torch.Tensor], where: str) -> None:
         if set(state) != set(self.shadow) or any(state[n].shape != v.shape for n, v in self.shadow.items()):
             raise CheckpointError(f"{where} holds a weight average that does not match the model")
-        self.shadow = {n: v.float().clone() for n, v in state.items()}
+        self.shadow = {n: v.float().to(self.shadow[n].device).clone() for n, v in state.items()}

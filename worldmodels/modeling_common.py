@@ -354,6 +354,14 @@ class WorldModel(nn.Module):
             model = model.to(self.device).eval()
         self.__dict__["object_dynamics"] = model  # a plain attribute: not a submodule, not in state_dict
 
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> WorldModel:
+        """``to`` / ``cuda`` / ``cpu`` move the attached object dynamics with the world model."""
+        out = super()._apply(fn, *args, **kwargs)
+        attached = self.__dict__.get("object_dynamics")
+        if attached is not None:
+            attached._apply(fn, *args, **kwargs)
+        return out
+
     def _step_objects(self, ctx_states_n: Tensor, states_n: Tensor, actions: Tensor) -> Tensor:
         """Replace the environment-state dims of the normalised predicted states (B, K, D) (and, with
         an arm model, the proprio dims too) by the attached object dynamics' rollout over the chunk

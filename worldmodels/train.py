@@ -55,6 +55,8 @@ class TrainLoopConfig:
     checkpoint_every / log_every: in steps.
     videos / video_horizon: number of held-out rollouts written as real | imagined mp4 at the end.
     num_threads: torch CPU threads (None: torch default).
+    device: where the model trains (``wmrl.devices``: auto | cpu | cuda | cuda:N); windows are
+        sampled on the CPU and moved there per step.
     seed: seed of sampling and noise (CPU runs are reproducible).
     ema_decay: keep an exponential moving average of the weights (decay ramped as
         min(ema_decay, (1+step)/(10+step))) and save it as the final model (checkpoints keep the raw
@@ -75,8 +77,12 @@ class TrainLoopConfig:
     num_threads: int | None = None
     seed: int = 0
     ema_decay: float = 0.0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        from wmrl.devices import resolve_device
+
+        resolve_device(self.device)  # a bad name or a missing GPU fails before any work
         for name in ("steps", "batch_size", "checkpoint_every", "log_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -166,12 +172,14 @@ def train_world_model(
     ``cfg.data.root`` is loaded and split."""
     from tqdm import tqdm
 
+    from wmrl.devices import resolve_device
     from wmrl.runs import RunDir, seed_everything
     from worldmodels import get_family
     from worldmodels.modeling_common import WindowSampler, WorldModel, train_step
 
     family, mcfg = cfg.model_config()
     tc = cfg.train
+    device = resolve_device(tc.device)
     seed_everything(tc.seed)
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
@@ -205,13 +213,14 @@ def train_world_model(
                 f"(saved family={model.family!r}, requested {family!r})"
             )
         try:
-            state = torch.load(latest / "trainer_state.pt", weights_only=False)
+            state = torch.load(latest / "trainer_state.pt", weights_only=False, map_location="cpu")
         except Exception as e:
             raise CheckpointError(
                 f"{latest / 'trainer_state.pt'} is corrupt or partial ({type(e).__name__})"
             ) from None
+        model.to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
-        opt.load_state_dict(state["optimizer"])
+        opt.load_state_dict(state["optimizer"])  # its moment buffers follow the parameters' device
         torch.set_rng_state(state["torch_rng"])
         sampler.rng.bit_generator.state = state["sampler_rng"]
         start_step, elapsed0 = int(state["step"]), float(state.get("elapsed_s", 0.0))
@@ -233,6 +242,7 @@ def train_world_model(
                 np.asarray(train_traj.rewards),
                 images=train_traj.images if mcfg.state_heatmaps else None,
             )
+        model.to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
 
     ema = WeightEMA(model, tc.ema_decay) if tc.ema_decay > 0 else None
@@ -342,8 +352,9 @@ def _videos_and_test_psnr(model, test_traj, run, tc: TrainLoopConfig, step: int)
     states = torch.from_numpy(all_states[idx[:, :t]])
     actions = torch.from_numpy(np.asarray(test_traj.actions, np.float32)[idx[:, t - 1 : t + h - 1]])
     out = model.rollout(frames[:, :t], states, actions)
+    imagined = out.frames.cpu()  # (B, h, H, W, 3) uint8, off the model's device
     real = frames[:, t:].float()
-    mse = ((out.frames.float() - real) ** 2).mean(dim=(0, 2, 3, 4)).clamp_min(1e-10)
+    mse = ((imagined.float() - real) ** 2).mean(dim=(0, 2, 3, 4)).clamp_min(1e-10)
     psnr = (10 * torch.log10(255.0**2 / mse)).tolist()
     extra: dict[str, float] = {}
     s, d = model.config.env_state_dim, model.config.state_dim
@@ -355,7 +366,7 @@ def _videos_and_test_psnr(model, test_traj, run, tc: TrainLoopConfig, step: int)
                           f"test_env_state_mae_h{h}": float(err[:, -1, d:].mean())})
     pick = pick[: tc.videos]
     for i in range(len(pick)):
-        vid = side_by_side(frames[i].numpy(), np.concatenate([frames[i, :t].numpy(), out.frames[i].numpy()]))
+        vid = side_by_side(frames[i].numpy(), np.concatenate([frames[i, :t].numpy(), imagined[i].numpy()]))
         name = f"step_{step:06d}_rollout_{i:02d}_real_vs_imagined.mp4"
         write_video(run.videos / name, vid, fps=int(getattr(test_traj, "fps", 10)))
     return {"test_psnr_h1": psnr[0], f"test_psnr_h{h}": psnr[-1], **extra}
