@@ -19,7 +19,8 @@ real-RL baseline's layout and seeds (``Pipeline.s_real_rl``: ``--num-envs`` sub-
 sharing a task and a start, full episodes from t=0) for ``--iterations`` iterations (default: the
 run's ``rl.iterations``, what RL in imagination runs in round 0), then evaluates the policy in the
 real simulator with the run's evaluation protocol (the SFT evaluation's episodes and seeds).
-``--real-baseline`` also runs the same RL in the real simulator for the same iterations.
+``--real-baseline`` also runs the same RL in the real simulator for the same iterations. As in
+``benchmarks.real_rl``, the config is ``conf/run.yaml`` (``run_quick`` with ``--quick``) at the run's seed.
 
 Each world/seed writes a run folder under ``--work`` (config, metrics.jsonl, checkpoints, the final
 policy); a re-run resumes (finished stages are skipped, RL resumes from its last checkpoint).
@@ -95,6 +96,7 @@ def run_world(
     )
     pipe = Pipeline(cfg, progress=progress)
     stage = f"{world}_rl"
+    resumed = (dst / "stages" / f"{stage}.json").exists()  # finished by an earlier invocation: read back
     out = pipe.stage(stage, lambda: pipe.s_real_rl(None, make_world, name=stage))
     hist = [json.loads(line) for line in (dst / stage / "rl" / "metrics.jsonl").read_text().splitlines()]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
@@ -115,8 +117,9 @@ def run_world(
         "real_env_steps_used": float(out["real_env_steps"]),  # RL's real physics steps (0 in the state model)
         "real_sim_calls": out.get("real_sim_calls", {}),
         "eval_env_steps": float(out["eval"]["eval_env_steps"]),
-        "wall_time_s": float(out.get("stage_time_s", float("nan"))),
+        "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
         "cpu_time_s": float(out.get("stage_cpu_s", float("nan"))),
+        "resumed": resumed,
     }
 
 

@@ -61,12 +61,15 @@ def test_contract_matches_the_real_env():
     np.testing.assert_array_equal(obs["state"], robs["state"])
     assert env.instructions == real.instructions and info["instruction"] == rinfo["instruction"]
     assert set(obs) == set(robs) and set(info) == set(rinfo)
+    qpos = np.array(env.env._qpos, copy=True)
     for t in range(3):
         obs, r, te, tr, info = env.step(_actions(3, t))
         assert env.observation_space.contains(obs)
         assert r.shape == te.shape == tr.shape == (3,) and r.dtype == np.float32
         assert te.dtype == tr.dtype == info["success"].dtype == bool
         assert info["task_id"] == TASKS and info["instruction"] == real.instructions
+    np.testing.assert_array_equal(env.env._qpos, qpos)  # the real env only draws: its physics never steps
+    assert env.env._steps.tolist() == [0] * 3 and env._steps.tolist() == [3] * 3
     assert env.real_sim_calls == {"resets": 1, "sub_env_resets": 3, "render_states": 3}
     env.close()
     real.close()
