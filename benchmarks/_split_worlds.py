@@ -13,12 +13,17 @@ the frames the policy acts on (a pixel world model's drawing). Each world here m
 
 The policy runs closed loop in both, so the pair splits the loss between the imagined world's
 closed loop and the real simulator's into its dynamics and its drawing.
+
+:class:`StateModelVectorEnv` is :class:`RenderedStateModelWorld` as a full ``gymnasium.vector.VectorEnv``
+(the real env's contract: single actions, per-env autoreset, reset of a subset) from the real env's
+own resets, so GRPO can train in it (``benchmarks.state_model_rl``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 
@@ -41,6 +46,18 @@ class StateModelRollout:
         self.objs = torch.as_tensor(env[:, -1, : self.o3]).unflatten(-1, (-1, 3))
         self.objs_prev = torch.as_tensor(env[:, before, : self.o3]).unflatten(-1, (-1, 3))
         self.env_now = env[:, -1].copy()
+
+    def restart(self, ids: np.ndarray, proprio: np.ndarray, env_state: np.ndarray) -> None:
+        """Start sub-envs ``ids`` (M,) again at rest at proprio (M, P) and environment state (M, E)
+        (one step earlier = now, as a context of one state does)."""
+        import torch
+
+        p = torch.as_tensor(np.asarray(proprio, np.float32))
+        objs = torch.as_tensor(np.asarray(env_state, np.float32)[:, : self.o3]).unflatten(-1, (-1, 3))
+        self.now, self.prev = self.now.clone(), self.prev.clone()  # they may share memory with each other
+        self.objs, self.objs_prev = self.objs.clone(), self.objs_prev.clone()
+        self.now[ids], self.prev[ids], self.objs[ids], self.objs_prev[ids] = p, p, objs, objs
+        self.env_now[ids] = np.asarray(env_state, np.float32)
 
     def step(self, actions: Any) -> np.ndarray:
         """One chunk of actions (N, K, A) (clipped to [-1, 1] as the simulator clips them) -> bool
@@ -173,3 +190,172 @@ class ModelDrawnRealWorld:
         obs = {"image": frames, "state": np.asarray(proprio[-1], np.float32)}
         info = {"success": hit.copy(), "instruction": list(self.start.context["instructions"])}
         return obs, hit.astype(np.float32), hit.copy(), ended & ~hit, info
+
+
+def check_state_model(model: Any, proprio_dim: int) -> None:
+    """A one-line WmrlError unless ``model`` is an arm-and-object ``ObjectDynamics`` that steps a proprio
+    of ``proprio_dim`` and the built-in suite's three cubes."""
+    from wmrl.errors import WmrlError
+    from worldmodels.object_dynamics import ObjectDynamics
+
+    if not isinstance(model, ObjectDynamics):
+        raise WmrlError(
+            f"expected a worldmodels.object_dynamics.ObjectDynamics state model, got {type(model).__name__}"
+        )
+    c = model.config
+    if not c.arm:
+        raise WmrlError("the state model has no arm (object_dynamics --arm): it cannot step the proprio")
+    if c.proprio_dim != proprio_dim or c.num_objects != 3:
+        raise WmrlError(
+            f"the state model steps proprio_dim={c.proprio_dim} and {c.num_objects} objects; "
+            f"expected {proprio_dim} and 3 (the built-in suite's cubes)"
+        )
+
+
+class StateModelVectorEnv(gymnasium.vector.VectorEnv):
+    """The built-in suite with its dynamics replaced by an arm-and-object state model, drawn by the
+    simulator: a ``gymnasium.vector.VectorEnv`` with the wrapped real env's contract (:mod:`envs.base`).
+
+    Args:
+        env: a :class:`envs.tabletop.TabletopVectorEnv` (not chunked; any autoreset mode, sparse
+            reward, no wrist camera). Its resets give the layouts, instructions and first states;
+            nothing ever steps its physics: it only draws (``render_states``).
+        model: an arm-and-object :class:`worldmodels.object_dynamics.ObjectDynamics` (``config.arm``).
+
+    ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
+    env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
+    the real env does and steps the model one step: proprio (N, 8) and cube positions (N, 3, 3). The
+    observation is ``image`` uint8 (N, H, W, 3), the simulator's drawing of those states (the cubes
+    keep their orientation), and ``state`` float32 (N, 8), the model's proprio. Reward and
+    ``terminated`` are the task's rule on the predicted states
+    (:func:`envs.tabletop.environment_state.success_from_environment_state`), ``truncated`` the real
+    env's time limit; autoreset (next step, same step with ``final_obs``/``final_info``, or disabled)
+    and ``info`` (``success``, ``instruction``, ``task_id``) are the real env's. A non-finite prediction
+    is a NonFiniteError. ``real_sim_calls`` counts what was asked of the real simulator.
+    """
+
+    def __init__(self, env: Any, model: Any):
+        from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
+        from wmrl.errors import WmrlError
+
+        if not isinstance(env, TabletopVectorEnv):
+            raise WmrlError(
+                f"StateModelVectorEnv wraps a TabletopVectorEnv (the built-in suite), got {type(env).__name__}"
+            )
+        if env.wrist:
+            raise WmrlError("StateModelVectorEnv draws the agent view only; make the env with wrist_image=False")
+        if env.reward_type != "sparse":
+            raise WmrlError(
+                f"StateModelVectorEnv gives the sparse success reward; the env has reward_type={env.reward_type!r}"
+            )
+        check_state_model(model, STATE_DIM)
+        self.env, self.model = env, model.eval()
+        self.num_envs, self.task_ids = env.num_envs, list(env.task_ids)
+        self.metadata = dict(env.metadata)
+        self.render_mode = env.render_mode
+        self.single_observation_space, self.single_action_space = env.single_observation_space, env.single_action_space
+        self.observation_space, self.action_space = env.observation_space, env.action_space
+        self._autoreset = env.metadata["autoreset_mode"]
+        self.max_steps = env.max_steps.copy()
+        self._steps = np.zeros(self.num_envs, np.int64)
+        self._needs_reset = np.zeros(self.num_envs, bool)
+        self._frames: np.ndarray | None = None  # the last observation's frames (N, H, W, 3)
+        self.rollout: StateModelRollout | None = None
+        # what was asked of the real simulator: reset calls (each draws every sub-env once), the sub-envs
+        # they reset, render_states calls (N frames each); nothing steps its physics
+        self.real_sim_calls = {"resets": 0, "sub_env_resets": 0, "render_states": 0}
+
+    @property
+    def instructions(self) -> list[str]:
+        return self.env.instructions
+
+    def _real_reset(self, mask: np.ndarray, seed: Any = None) -> dict[str, np.ndarray]:
+        """Reset the real sub-envs in ``mask`` and (re)start the model there; the real observation."""
+        obs, _ = self.env.reset(seed=seed, options={"reset_mask": mask})
+        ids = np.flatnonzero(mask)
+        proprio, env_state = obs["state"][ids], self.env.environment_state()[ids]
+        if self.rollout is None:
+            ctx = {"states": obs["state"][:, None], "env_states": self.env.environment_state()[:, None]}
+            self.rollout = StateModelRollout(self.model, ctx, self.task_ids)
+        else:
+            self.rollout.restart(ids, proprio, env_state)
+        self._steps[ids] = 0
+        self._needs_reset[ids] = False
+        self.real_sim_calls["resets"] += 1
+        self.real_sim_calls["sub_env_resets"] += len(ids)
+        return obs
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        """Reset the sub-envs of ``options["reset_mask"]`` (all by default; ``seed`` as the real env
+        takes it) -> (obs, info). The first reset must reset every sub-env."""
+        from envs.base import reset_mask_from_options
+        from wmrl.errors import WmrlError
+
+        mask = reset_mask_from_options(options, self.num_envs)
+        if self.rollout is None and not mask.all():
+            raise WmrlError("StateModelVectorEnv: the first reset must reset every sub-env (no reset_mask)")
+        real = self._real_reset(mask, seed)
+        if self._frames is not None:  # the others keep their last frame: their states did not change
+            real["image"] = np.where(mask[:, None, None, None], real["image"], self._frames)
+        self._frames = real["image"]
+        obs = {"image": self._frames, "state": self.rollout.now.numpy().astype(np.float32)}
+        return obs, self._info(np.zeros(self.num_envs, bool))
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        now = self.rollout.now.numpy()
+        self._frames = self.env.render_states(now, self.rollout.objs.numpy())
+        self.real_sim_calls["render_states"] += 1
+        return {"image": self._frames, "state": now.astype(np.float32)}
+
+    def _info(self, success: np.ndarray) -> dict[str, Any]:
+        return {"success": success, "instruction": list(self.instructions), "task_id": list(self.task_ids)}
+
+    def step(self, actions: np.ndarray):
+        """actions (N, 7) -> (obs, reward (N,), terminated (N,), truncated (N,), info)."""
+        from gymnasium.vector import AutoresetMode
+
+        from envs.base import check_actions
+        from wmrl.errors import WmrlError
+        from wmrl.runs import check_finite
+
+        if self.rollout is None:
+            raise WmrlError("StateModelVectorEnv.step before reset; call reset() first")
+        a = check_actions(actions, self.num_envs)
+        next_step = self._autoreset == AutoresetMode.NEXT_STEP
+        pending = self._needs_reset.copy() if next_step else np.zeros(self.num_envs, bool)
+        success = self.rollout.step(a[:, None])
+        check_finite("state model prediction", self.rollout.now)
+        check_finite("state model prediction", self.rollout.objs)
+        self._steps += 1
+        terminated = success.copy()
+        truncated = (self._steps >= self.max_steps) & ~terminated
+        restarted = None
+        if pending.any():  # NEXT_STEP autoreset: sub-envs that ended last step ignore this action and restart
+            restarted = self._real_reset(pending)["image"]
+            terminated[pending] = truncated[pending] = success[pending] = False
+        reward = success.astype(np.float32)
+        done = terminated | truncated
+        info = self._info(success)
+        if self._autoreset == AutoresetMode.SAME_STEP and done.any():
+            final_obs, final_instr = self._observe(), list(self.instructions)
+            real = self._real_reset(done)
+            self._frames = np.where(done[:, None, None, None], real["image"], final_obs["image"])
+            obs = {"image": self._frames, "state": self.rollout.now.numpy().astype(np.float32)}
+            info["final_obs"] = final_obs
+            info["final_info"] = {"success": success.copy(), "instruction": final_instr}
+            info["_final_obs"], info["_final_info"] = done.copy(), done.copy()
+            info["instruction"] = list(self.instructions)
+        else:
+            obs = self._observe()
+            if restarted is not None:  # a restarted sub-env shows the real env's first frame
+                self._frames = obs["image"] = np.where(pending[:, None, None, None], restarted, obs["image"])
+            if next_step:
+                self._needs_reset = done.copy()
+        return obs, reward, terminated, truncated, info
+
+    def render(self) -> np.ndarray | None:
+        """The frames (N, H, W, 3) of the last observation."""
+        return self._frames
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.env.close()

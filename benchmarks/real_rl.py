@@ -94,6 +94,38 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
+def run_pairs(fn: Any, args: dict[Any, tuple], jobs: int, progress: bool, config_name: str, done: Any) -> None:
+    """``done(*key, fn(*args[key], progress=..., config_name=config_name))`` for every key of ``args``: one
+    after another (``jobs`` <= 1), else ``jobs`` at once in spawned processes of one torch thread each."""
+    if jobs <= 1:
+        for key, arg in args.items():
+            done(*key, fn(*arg, progress=progress, config_name=config_name))
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
+        futs = {ex.submit(fn, *arg, progress=False, config_name=config_name): key for key, arg in args.items()}
+        for f, key in futs.items():
+            done(*key, f.result())
+
+
+def run_fields(a: argparse.Namespace, num_envs: int, config_name: str, t0: float) -> dict[str, Any]:
+    """The result fields of a benchmark that runs RL from finished runs: sub-envs, config, runs, quick,
+    jobs, wall time since ``t0``, machine."""
+    from benchmarks.imagination_lift import environment_info
+
+    return {
+        "num_envs": num_envs,
+        "config_name": config_name,
+        "runs": [str(r) for r in a.runs],
+        "quick": bool(a.quick),
+        "jobs": a.jobs,
+        "wall_time_s": time.perf_counter() - t0,
+        "machine": environment_info(),
+    }
+
+
 def _seed_of(src: Path) -> int:
     """The seed of a run folder, from its config.yaml."""
     from omegaconf import OmegaConf
@@ -152,7 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import torch
 
-    from benchmarks.imagination_lift import environment_info
     from wmrl.io import atomic_write_json
 
     torch.set_num_threads(1)
@@ -177,32 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} {keys[src]}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
 
     args = {(n, s): (s, a.work / n / keys[s], variants[n], budget, num_envs) for n, s in pairs}
-    if a.jobs <= 1:
-        for n, s in pairs:
-            done(n, s, run_pair(*args[n, s], progress=not a.no_progress, config_name=config_name))
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
-            futs = {
-                ex.submit(run_pair, *args[n, s], progress=False, config_name=config_name): (n, s)
-                for n, s in pairs
-            }
-            for f, (n, s) in futs.items():
-                done(n, s, f.result())
+    run_pairs(run_pair, args, a.jobs, not a.no_progress, config_name, done)
     results = {n: {keys[s]: results[n][keys[s]] for s in a.runs} for n in variants}  # stable order
     res = {
         "variants": summarize(results),
         "variant_overrides": variants,
         "budget_real_env_steps": budget,
-        "num_envs": num_envs,
-        "config_name": config_name,
-        "runs": [str(r) for r in a.runs],
-        "quick": bool(a.quick),
-        "jobs": a.jobs,
-        "wall_time_s": time.perf_counter() - t0,
-        "machine": environment_info(),
+        **run_fields(a, num_envs, config_name, t0),
     }
     atomic_write_json(a.out, res)
     for name, v in res["variants"].items():

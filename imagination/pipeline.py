@@ -780,7 +780,13 @@ class Pipeline:
         summary["eval"] = self.evaluate(policy, f"round_{r}")
         return summary
 
-    def s_real_rl(self, budget: float) -> dict:
+    def s_real_rl(self, budget: float | None, world: Any = None, name: str = "real_rl") -> dict:
+        """RL from the SFT policy from the real simulator's starts (t=0, full episodes; GRPO groups share a
+        task and a start), then the real evaluation; written to ``RUN/<name>``. ``budget``: real env steps
+        (0: no RL; None: the config's ``rl.iterations``). ``world``: None trains in the real simulator
+        (the baseline); else a function of the real (same-step) vector env returning the env RL trains
+        in instead, from the real env's resets (``benchmarks.state_model_rl``); its ``real_sim_calls``
+        (if it has them) are reported and it has no real env steps."""
         import envs
         from envs.wrappers import ActionChunkWrapper
 
@@ -790,20 +796,14 @@ class Pipeline:
         n = self.cfg.real_rl_num_envs
         tasks = self.tasks()
         per_env = rl_task_layout(tasks, n, g)
-        env = ActionChunkWrapper(
-            envs.make_vec(
-                per_env,
-                n,
-                **self.env_kwargs(),
-                autoreset_mode="same_step",
-                seed=self.cfg.seed + 999,
-            ),
-            policy.chunk_size,
-        )
-        out = self.root / "real_rl"
+        real = envs.make_vec(per_env, n, **self.env_kwargs(), autoreset_mode="same_step", seed=self.cfg.seed + 999)
+        trained_in = real if world is None else world(real)
+        env = ActionChunkWrapper(trained_in, policy.chunk_size)
+        out = self.root / name
         out.mkdir(exist_ok=True)
         summary: dict[str, Any] = {"real_env_steps_budget": budget}
-        if budget > 0:
+        hist = []
+        if budget is None or budget > 0:
             # real episodes start at t=0 and need their full length (no keyframe starts here)
             hist = self.rl(
                 env,
@@ -813,14 +813,15 @@ class Pipeline:
                 max_env_steps=budget,
                 max_chunks=envs.full_episode_chunks(tasks, policy.chunk_size),
             )
-            summary["real_env_steps"] = float(sum(h.get("env_steps", 0.0) for h in hist))
-            summary["rl_iterations"] = len(hist)
-        else:
-            summary["real_env_steps"] = 0.0
-            summary["rl_iterations"] = 0
+        steps = float(sum(h.get("env_steps", 0.0) for h in hist))
+        summary["real_env_steps"] = steps if world is None else 0.0
+        summary["rl_iterations"] = len(hist)
+        if world is not None:
+            summary["world_env_steps"] = steps
+            summary["real_sim_calls"] = dict(getattr(trained_in, "real_sim_calls", {}))
         env.close()
         policy.save_pretrained(out / "policy")
-        summary["eval"] = self.evaluate(policy, "real_rl")
+        summary["eval"] = self.evaluate(policy, name)
         return summary
 
     def s_report(self) -> dict:

@@ -1,0 +1,255 @@
+"""Does RL in the state model's world, drawn by the simulator, lift *real* success?
+
+Usage::
+
+    python -m benchmarks.state_model_rl --runs runs/s15/lift/seed_0 runs/s15/lift/seed_1 ...
+        [--object-dynamics object_dynamics_arm] [--iterations N] [--num-envs 64] [--real-baseline]
+        [--jobs 2] [--work DIR] --out FILE.json
+    python -m benchmarks.state_model_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
+
+RL in imagination does not lift the SFT policy, while ``benchmarks.rl_headroom --rendered-state-model``
+shows that an arm-and-object state model drawn by the simulator itself agrees with the real simulator
+far better than the pixel world model's imagination (advantage cosine 0.17 vs 0.07). This benchmark
+asks whether that world is good enough to train in: per finished ``wmrl run`` folder (its demos, SFT
+policy and SFT evaluation are reused, read only) it runs the run's RL algorithm from the SFT policy in
+:class:`benchmarks._split_worlds.StateModelVectorEnv` (the state model in folder ``--object-dynamics``
+of the run steps the proprio and the cubes; the real env only resets, giving real layouts and first
+frames, and draws the model's states; the task's rule on the predicted states is the reward) with the
+real-RL baseline's layout and seeds (``Pipeline.s_real_rl``: ``--num-envs`` sub-envs, GRPO groups
+sharing a task and a start, full episodes from t=0) for ``--iterations`` iterations (default: the
+run's ``rl.iterations``, what RL in imagination runs in round 0), then evaluates the policy in the
+real simulator with the run's evaluation protocol (the SFT evaluation's episodes and seeds).
+``--real-baseline`` also runs the same RL in the real simulator for the same iterations. As in
+``benchmarks.real_rl``, the config is ``conf/run.yaml`` (``run_quick`` with ``--quick``) at the run's seed.
+
+Each world/seed writes a run folder under ``--work`` (config, metrics.jsonl, checkpoints, the final
+policy); a re-run resumes (finished stages are skipped, RL resumes from its last checkpoint).
+``--quick`` fits a tiny arm-and-object model on a few real episodes of the quick run's SFT policy
+(its real steps are reported) since the quick run has none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks._stats import run_keys
+from benchmarks.real_rl import _link_run, _seed_of, run_fields, run_pairs
+
+WORLDS = ("state_model", "real")
+
+
+def state_model_dir(src: Path, name: str) -> Path:
+    """The arm-and-object state model folder ``name`` of run folder ``src``; a one-line error if absent."""
+    from wmrl.errors import WmrlError
+
+    d = Path(src) / name
+    if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
+        raise WmrlError(
+            f"{src} has no state model {name}/ (config.json, model.safetensors); fit one with "
+            f"`python -m worldmodels.object_dynamics --data {src}/data --out {d} --arm`"
+        )
+    return d
+
+
+def run_world(
+    src: Path,
+    dst: Path,
+    world: str,
+    model_dir: Path | None,
+    iterations: int,
+    num_envs: int,
+    progress: bool,
+    config_name: str = "run",
+) -> dict[str, Any]:
+    """RL from ``src``'s SFT policy in ``world`` (``state_model``: :class:`StateModelVectorEnv` with the
+    state model in ``model_dir``; ``real``: the real simulator) for ``iterations`` iterations, in run
+    folder ``dst``, then the real evaluation; returns the seed's summary."""
+    from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
+    from envs.tabletop.vector_env import STATE_DIM
+    from imagination.pipeline import Pipeline, load_run_config
+    from wmrl.errors import WmrlError
+    from worldmodels.object_dynamics import ObjectDynamics
+
+    if world not in WORLDS:
+        raise WmrlError(f"world={world!r}; expected one of {', '.join(WORLDS)}")
+    make_world = None
+    if world == "state_model":
+        if model_dir is None:
+            raise WmrlError("world=state_model needs the state model's folder")
+        model = ObjectDynamics.from_pretrained(model_dir)
+        check_state_model(model, STATE_DIM)  # before any work
+
+        def make_world(real: Any) -> StateModelVectorEnv:
+            return StateModelVectorEnv(real, model)
+
+    seed = _seed_of(src)
+    _link_run(src, dst)
+    cfg = load_run_config(
+        [f"run_dir={dst}", f"seed={seed}", f"real_rl_num_envs={num_envs}", "videos=0", f"rl.iterations={iterations}"],
+        config_name,
+    )
+    pipe = Pipeline(cfg, progress=progress)
+    stage = f"{world}_rl"
+    resumed = (dst / "stages" / f"{stage}.json").exists()  # finished by an earlier invocation: read back
+    out = pipe.stage(stage, lambda: pipe.s_real_rl(None, make_world, name=stage))
+    hist = [json.loads(line) for line in (dst / stage / "rl" / "metrics.jsonl").read_text().splitlines()]
+    sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
+    train = [float(h["grpo/success_rate"]) for h in hist]
+    return {
+        "seed": seed,
+        "state_model": None if model_dir is None else str(model_dir),
+        "sft_success": float(sft["success"]),
+        "rl_success": float(out["eval"]["success"]),
+        "lift": float(out["eval"]["success"]) - float(sft["success"]),
+        "rl_ci95": out["eval"]["ci95"],
+        "per_task": out["eval"]["per_task"],
+        "sft_per_task": sft.get("per_task", {}),
+        "rl_iterations": int(out["rl_iterations"]),
+        "train_success_by_iteration": train,  # sampled episodes inside the world RL trains in
+        "train_success_last4": float(np.mean(train[-4:])) if train else float("nan"),
+        "world_env_steps": float(out.get("world_env_steps", out["real_env_steps"])),
+        "real_env_steps_used": float(out["real_env_steps"]),  # RL's real physics steps (0 in the state model)
+        "real_sim_calls": out.get("real_sim_calls", {}),
+        "eval_env_steps": float(out["eval"]["eval_env_steps"]),
+        "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
+        "cpu_time_s": float(out.get("stage_cpu_s", float("nan"))),
+        "resumed": resumed,
+    }
+
+
+def fit_quick_state_model(src: Path, out: Path) -> tuple[Path, float]:
+    """A tiny arm-and-object model fitted on 16 real episodes of ``src``'s SFT policy (quick mode: the
+    quick run has none); returns its folder and the real env steps of those episodes."""
+    from imagination.pipeline import run_config_of
+    from worldmodels.object_dynamics import ObjectDynamicsConfig, fit_object_dynamics, policy_rollouts
+
+    done = out / "real_env_steps.json"
+    if done.exists():
+        return out, float(json.loads(done.read_text())["real_env_steps"])
+    import envs
+    from wmrl.io import atomic_write_json
+
+    cfg = run_config_of(src)
+    traj, st = policy_rollouts(src / "sft" / "policy", envs.resolve_tasks(cfg.suite), cfg.image_size, 16, seed=9000)
+    c = ObjectDynamicsConfig(arm=True, steps=150, batch_size=256, hidden=32, layers=2, lr=3e-3, test_fraction=0.25)
+    model, metrics = fit_object_dynamics(traj, c, progress=False)
+    model.save_pretrained(out, metrics)
+    atomic_write_json(done, {"real_env_steps": float(st["env_steps"])})
+    return out, float(st["env_steps"])
+
+
+def summarize(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Means over seeds of one world's per-seed summaries."""
+    rows = list(per_seed.values())
+    lifts = [r["lift"] for r in rows]
+    return {
+        "sft_success": float(np.mean([r["sft_success"] for r in rows])),
+        "rl_success": float(np.mean([r["rl_success"] for r in rows])),
+        "lift": float(np.mean(lifts)),
+        "lift_per_seed": lifts,
+        "seeds_lifted": int(sum(x > 1e-9 for x in lifts)),  # not float noise of equal rates
+        "train_success_first": float(np.mean([r["train_success_by_iteration"][0] for r in rows])),
+        "train_success_last4": float(np.mean([r["train_success_last4"] for r in rows])),
+        "world_env_steps": float(np.mean([r["world_env_steps"] for r in rows])),
+        "real_env_steps_used": float(np.mean([r["real_env_steps_used"] for r in rows])),
+        "wall_time_s": float(np.mean([r["wall_time_s"] for r in rows])),
+        "per_seed": per_seed,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", nargs="+", type=Path, default=None, help="finished wmrl run folders, one per seed")
+    p.add_argument(
+        "--object-dynamics",
+        default="object_dynamics_arm",
+        metavar="NAME",
+        help="the arm-and-object state model's folder in each run (python -m worldmodels.object_dynamics --arm)",
+    )
+    p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
+    p.add_argument("--num-envs", type=int, default=64, help="sub-envs (a multiple of rl.group_size, as real_rl)")
+    p.add_argument("--real-baseline", action="store_true", help="also RL in the real simulator, same iterations")
+    p.add_argument("--work", type=Path, default=None, help="default runs/state_model_rl[_quick]")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="conf/run_quick.yaml, runs/imagination_lift_quick/seed_0, 8 sub-envs, a tiny fitted state model, "
+        "--real-baseline (CI smoke)",
+    )
+    p.add_argument("--jobs", type=int, default=1, help="world/seed pairs run at once (spawned processes)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args(argv)
+    import torch
+
+    from wmrl.config import load_config
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    torch.set_num_threads(1)
+    config_name = "run_quick" if a.quick else "run"
+    num_envs = 8 if a.quick else a.num_envs
+    if a.runs is None:
+        a.runs = [Path("runs/imagination_lift_quick/seed_0")] if a.quick else [
+            Path(f"runs/s15/lift/seed_{s}") for s in (0, 1, 2)
+        ]
+    if a.work is None:
+        a.work = Path("runs/state_model_rl_quick" if a.quick else "runs/state_model_rl")
+    iterations = int(a.iterations or load_config(config_name, [])["rl"]["iterations"])
+    if iterations < 1:
+        raise WmrlError(f"--iterations {iterations} must be >= 1")
+    worlds = ["state_model", "real"] if a.real_baseline or a.quick else ["state_model"]
+    keys = dict(zip(a.runs, run_keys(a.runs), strict=True))
+    t0 = time.perf_counter()
+    quick_real_steps = 0.0
+    models: dict[Path, Path] = {}
+    for src in a.runs:  # every folder's model is checked before any RL
+        if a.quick:
+            models[src], steps = fit_quick_state_model(src, a.work / "quick_state_model" / keys[src])
+            quick_real_steps += steps
+        else:
+            models[src] = state_model_dir(src, a.object_dynamics)
+    args = {
+        (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
+                 iterations, num_envs)
+        for w in worlds
+        for s in a.runs
+    }
+    results: dict[str, dict[str, dict]] = {w: {} for w in worlds}
+
+    def done(w: str, src: Path, r: dict) -> None:
+        results[w][keys[src]] = r
+        print(f"{w} {keys[src]}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f} (inside the world: "
+              f"{r['train_success_by_iteration'][0]:.3f} -> {r['train_success_last4']:.3f})", flush=True)
+
+    run_pairs(run_world, args, a.jobs, not a.no_progress, config_name, done)
+    worlds_out = {w: summarize({keys[s]: results[w][keys[s]] for s in a.runs}) for w in worlds}
+    res = {
+        "benchmark": "state_model_rl",
+        "sft_success": worlds_out["state_model"]["sft_success"],
+        "state_model_rl_success": worlds_out["state_model"]["rl_success"],
+        "real_rl_same_iterations_success": worlds_out["real"]["rl_success"] if "real" in worlds_out else None,
+        "worlds": worlds_out,
+        "object_dynamics": "quick: fitted here" if a.quick else a.object_dynamics,
+        "quick_state_model_real_env_steps": quick_real_steps,
+        "iterations": iterations,
+        **run_fields(a, num_envs, config_name, t0),
+    }
+    atomic_write_json(a.out, res)
+    for w, v in worlds_out.items():
+        print(
+            f"{w}: SFT {v['sft_success']:.3f} -> RL {v['rl_success']:.3f} (lift {v['lift']:+.3f}, "
+            f"{v['seeds_lifted']}/{len(v['lift_per_seed'])} seeds); success inside it "
+            f"{v['train_success_first']:.3f} -> {v['train_success_last4']:.3f} (last 4 iterations)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

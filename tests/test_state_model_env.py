@@ -1,0 +1,229 @@
+"""StateModelVectorEnv (benchmarks._split_worlds): the real env's VectorEnv contract with an arm-and-object
+state model's dynamics drawn by the simulator; its reward is the task's rule on the predicted states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from benchmarks._split_worlds import StateModelVectorEnv
+from envs.base import BadActionError
+from envs.wrappers import ActionChunkWrapper
+from wmrl.errors import NonFiniteError, WmrlError
+from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+
+TASKS = ["PushCube-v0", "LiftCube-v0", "StackCube-v0"]
+
+
+def _model(seed: int = 0, scale: float = 0.05) -> ObjectDynamics:
+    """A small arm-and-object model, seeded, its outputs scaled down to centimetre steps: it moves the
+    arm and the cubes in an action-dependent way (untrained, but a real model)."""
+    torch.manual_seed(seed)
+    m = ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=16, layers=1))
+    with torch.no_grad():
+        for net in (m.mlp, m.arm):
+            net[-1].weight.mul_(scale)
+            net[-1].bias.mul_(scale)
+    return m.eval()
+
+
+def _drift(tcp_dx: float = 0.0, cube_dz_cm: float = 0.0) -> ObjectDynamics:
+    """A model whose tcp moves ``tcp_dx`` metres along x and whose cubes rise ``cube_dz_cm`` cm every step."""
+    m = ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=8, layers=1))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.arm[-1].bias[0] = tcp_dx
+        m.mlp[-1].bias[2] = cube_dz_cm
+    return m.eval()
+
+
+def _env(model: ObjectDynamics, n: int = 3, **kw) -> StateModelVectorEnv:
+    return StateModelVectorEnv(envs.make_vec(TASKS[:n], n, seed=0, **kw), model)
+
+
+def _actions(n: int, t: int) -> np.ndarray:
+    return np.random.default_rng(t).uniform(-1, 1, (n, 7)).astype(np.float32)
+
+
+def test_contract_matches_the_real_env():
+    real = envs.make_vec(TASKS, 3, seed=0)
+    env = _env(_model())
+    assert env.observation_space == real.observation_space and env.action_space == real.action_space
+    assert env.metadata["autoreset_mode"] == real.metadata["autoreset_mode"]
+    assert env.metadata["action_dims_used"] == (0, 1, 2, 6) and env.task_ids == TASKS
+    obs, info = env.reset(seed=3)
+    robs, rinfo = real.reset(seed=3)
+    # real layouts and the real first observation
+    np.testing.assert_array_equal(obs["image"], robs["image"])
+    np.testing.assert_array_equal(obs["state"], robs["state"])
+    assert env.instructions == real.instructions and info["instruction"] == rinfo["instruction"]
+    assert set(obs) == set(robs) and set(info) == set(rinfo)
+    qpos = np.array(env.env._qpos, copy=True)
+    for t in range(3):
+        obs, r, te, tr, info = env.step(_actions(3, t))
+        assert env.observation_space.contains(obs)
+        assert r.shape == te.shape == tr.shape == (3,) and r.dtype == np.float32
+        assert te.dtype == tr.dtype == info["success"].dtype == bool
+        assert info["task_id"] == TASKS and info["instruction"] == real.instructions
+    np.testing.assert_array_equal(env.env._qpos, qpos)  # the real env only draws: its physics never steps
+    assert env.env._steps.tolist() == [0] * 3 and env._steps.tolist() == [3] * 3
+    assert env.real_sim_calls == {"resets": 1, "sub_env_resets": 3, "render_states": 3}
+    env.close()
+    real.close()
+
+
+def test_a_step_draws_the_models_states_and_moves_the_gripper():
+    """Observations are the model's proprio and the simulator's drawing of the model's states (checked
+    against ObjectDynamics.rollout and render_states directly); a model moving the tcp 2 cm along x
+    moves the drawn gripper there and nothing else."""
+    model = _model()
+    env = _env(model)
+    obs, _ = env.reset(seed=5)
+    ref = envs.make_vec(TASKS, 3, seed=0)
+    ref.reset(seed=5)
+    env_state = ref.environment_state()
+    acts = np.stack([_actions(3, t) for t in range(4)], 1)  # (N, K, A)
+    with torch.no_grad():
+        objs = torch.as_tensor(env_state[:, :9]).unflatten(-1, (3, 3))
+        props, moved = model.rollout(torch.as_tensor(obs["state"])[:, None], torch.as_tensor(acts), objs, objs)
+    for t in range(4):
+        obs, *_ = env.step(acts[:, t])
+        np.testing.assert_allclose(obs["state"], props[:, t].numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(obs["image"], ref.render_states(props[:, t].numpy(), moved[:, t].numpy()))
+    assert np.abs(props[:, -1, :3].numpy() - props[:, 0, :3].numpy()).max() > 0.005  # the arm did move
+    env.close()
+
+    env = _env(_drift(tcp_dx=0.02))
+    first, _ = env.reset(seed=5)
+    obs, *_ = env.step(np.zeros((3, 7), np.float32))
+    np.testing.assert_allclose(obs["state"][:, 0] - first["state"][:, 0], 0.02, atol=1e-6)
+    np.testing.assert_allclose(obs["state"][:, 1:], first["state"][:, 1:], atol=1e-6)
+    before = ref.project_to_pixels(first["state"][:, :3].astype(np.float64))  # (N, 2) col, row
+    after = ref.project_to_pixels(obs["state"][:, :3].astype(np.float64))
+    for i in range(3):
+        off = np.argwhere(np.abs(obs["image"][i].astype(int) - first["image"][i]).max(-1) > 30)  # (M, 2) row, col
+        assert len(off) > 10, "the gripper did not move in the frame"
+        # only the gripper changed: at or above the tcp (its shaft rises out of view), beside it
+        assert off[:, 0].max() <= before[i, 1] + 3
+        assert before[i, 0] - 14 < off[:, 1].min() and off[:, 1].max() < after[i, 0] + 14
+
+        def body_col(frame: np.ndarray, i: int = i) -> float:  # the dark gripper body's mean column
+            dark = frame.max(-1) < 90
+            row = int(before[i, 1])
+            dark[: max(row - 12, 0)], dark[row + 3 :] = False, False
+            return float(np.argwhere(dark)[:, 1].mean())
+
+        shift = body_col(obs["image"][i]) - body_col(first["image"][i])
+        assert abs(shift - (after[i, 0] - before[i, 0])) < 1.5  # where the projection of the move says
+    env.close()
+    ref.close()
+
+
+def test_success_is_the_tasks_rule_on_predicted_states_and_same_step_autoreset():
+    """A model lifting every cube 3 cm a step: LiftCube's rule (cube 10 cm up) holds at step 4, PushCube's
+    never; same-step autoreset gives final_obs / final_info and restarts at the real env's next layout."""
+    real = envs.make_vec(["LiftCube-v0", "PushCube-v0"], 2, seed=1, autoreset_mode="same_step", max_episode_steps=6)
+    env = StateModelVectorEnv(
+        envs.make_vec(["LiftCube-v0", "PushCube-v0"], 2, seed=1, autoreset_mode="same_step", max_episode_steps=6),
+        _drift(cube_dz_cm=3.0),
+    )
+    env.reset(seed=2)
+    real.reset(seed=2)
+    a = np.zeros((2, 7), np.float32)
+    for _ in range(3):
+        _, r, te, tr, info = env.step(a)
+        assert not (te | tr).any() and (r == 0).all()
+    obs, r, te, tr, info = env.step(a)
+    assert te.tolist() == [True, False] and r.tolist() == [1.0, 0.0] and not tr.any()
+    assert info["final_info"]["success"].tolist() == [True, False] and info["_final_obs"].tolist() == [True, False]
+    assert info["final_obs"]["image"].shape == (2, 64, 64, 3)
+    real.reset(options={"reset_mask": np.array([True, False])})  # the real env's next layout for sub-env 0
+    np.testing.assert_array_equal(obs["state"][0], real._state()[0])
+    np.testing.assert_array_equal(obs["image"][0], real.render()[0])
+    for _ in range(2):
+        _, r, te, tr, info = env.step(a)
+    assert tr.tolist() == [False, True] and not te.any()  # PushCube's 6-step limit
+    chunked = ActionChunkWrapper(env, chunk_size=4)
+    chunked.reset(seed=0)
+    _, total, te, tr, info = chunked.step(np.zeros((2, 4, 7), np.float32))
+    assert te.tolist() == [True, False] and info["chunk_valid"][0].tolist() == [True] * 4
+    env.close()
+    real.close()
+
+
+def test_next_step_autoreset_reset_subset_and_determinism():
+    env = _env(_model(), max_episode_steps=3)
+    assert env.metadata["autoreset_mode"].value == "NextStep"
+    env.reset(seed=0)
+    a = np.zeros((3, 7), np.float32)
+    for _ in range(2):
+        *_, tr, _ = env.step(a)
+        assert not tr.any()
+    *_, tr, _ = env.step(a)
+    assert tr.all()
+    obs, r, te, tr, _ = env.step(a)  # NEXT_STEP: this step restarts every sub-env
+    assert not (te | tr).any() and (r == 0).all() and env._steps.tolist() == [0] * 3
+    np.testing.assert_array_equal(obs["state"], env.env._state())  # at the real env's new (reset) state
+    for t in range(2):
+        obs, *_ = env.step(_actions(3, t))
+    mask = np.array([True, False, True])
+    obs2, _ = env.reset(options={"reset_mask": mask})
+    np.testing.assert_array_equal(obs2["state"][~mask], obs["state"][~mask])
+    np.testing.assert_array_equal(obs2["image"][~mask], obs["image"][~mask])
+    assert not np.allclose(obs2["state"][mask], obs["state"][mask])
+    env.close()
+
+    runs = []
+    for _ in range(2):  # the same seed and actions give the same episode
+        env = _env(_model(seed=1))
+        frames = [env.reset(seed=11)[0]["image"]]
+        frames += [env.step(_actions(3, t))[0]["image"] for t in range(5)]
+        runs.append(np.stack(frames))
+        env.close()
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0][0], runs[0][-1])
+
+
+def test_bad_input_gives_one_line_errors(tmp_path):
+    from benchmarks.state_model_rl import state_model_dir
+
+    env = _env(_model())
+    with pytest.raises(WmrlError, match="step before reset"):
+        env.step(np.zeros((3, 7), np.float32))
+    with pytest.raises(WmrlError, match="first reset must reset every sub-env"):
+        env.reset(options={"reset_mask": np.array([True, False, False])})
+    env.reset(seed=0)
+    with pytest.raises(BadActionError, match=r"action has shape \(3, 4\); expected \(3, 7\)"):
+        env.step(np.zeros((3, 4), np.float32))
+    with pytest.raises(BadActionError, match="not finite"):
+        env.step(np.full((3, 7), np.nan, np.float32))
+    env.close()
+    bad = _drift()
+    with torch.no_grad():
+        bad.arm[-1].bias[0] = float("nan")
+    env = _env(bad)
+    env.reset(seed=0)
+    with pytest.raises(NonFiniteError, match="state model prediction"):
+        env.step(np.zeros((3, 7), np.float32))
+    env.close()
+    real = envs.make_vec(TASKS, 3, seed=0)
+    with pytest.raises(WmrlError, match="has no arm"):
+        StateModelVectorEnv(real, ObjectDynamics(ObjectDynamicsConfig(hidden=8, layers=1)))
+    with pytest.raises(WmrlError, match="proprio_dim=5"):
+        StateModelVectorEnv(real, ObjectDynamics(ObjectDynamicsConfig(arm=True, proprio_dim=5, hidden=8, layers=1)))
+    with pytest.raises(WmrlError, match="expected a worldmodels.object_dynamics.ObjectDynamics"):
+        StateModelVectorEnv(real, torch.nn.Linear(2, 2))
+    real.close()
+    with pytest.raises(WmrlError, match="wraps a TabletopVectorEnv"):
+        StateModelVectorEnv(ActionChunkWrapper(envs.make_vec(TASKS, 3, autoreset_mode="same_step"), 4), _model())
+    with pytest.raises(WmrlError, match="wrist_image=False"):
+        StateModelVectorEnv(envs.make_vec(TASKS, 3, wrist_image=True), _model())
+    with pytest.raises(WmrlError, match="sparse"):
+        StateModelVectorEnv(envs.make_vec(TASKS, 3, reward_type="dense"), _model())
+    with pytest.raises(WmrlError, match=r"has no state model object_dynamics_arm/.*--arm"):
+        state_model_dir(tmp_path, "object_dynamics_arm")
+    _model().save_pretrained(tmp_path / "od")
+    assert state_model_dir(tmp_path, "od") == tmp_path / "od"
