@@ -287,6 +287,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
              _get(d, f"mean_over_runs.{fit}.open_loop_error_step_16_m"),
              _get(d, f"mean_over_runs.{fit}.open_loop_error_step_32_m")))
          for fit in ("demos", "demos+round_1")), ""),
+    ("state_model_rl.json", "GRPO in the state model's world drawn by the simulator (StateModelVectorEnv), 16 "
+     "iterations: real success SFT -> after / real GRPO at the same iterations",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
+               f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
+    ("state_model_rl_it100.json", "same, 100 iterations (the real GRPO budget of real_rl.json)",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
+               f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
+    ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
+     "all stages (s)", "wall_time_s", "<= 1800"),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",
