@@ -542,14 +542,13 @@ class Pipeline:
 
         pol = to_dataclass({**self.cfg.policy, "image_size": self.cfg.image_size}, VLAConfig, where="policy.")
         sft = {**self.cfg.sft, **({} if steps is None else {"steps": int(steps)})}
-        tc = to_dataclass({"seed": self.cfg.seed, **sft}, TrainPolicyConfig, where="sft.")
+        tc = to_dataclass({"seed": self.cfg.seed, "device": str(self.device), **sft}, TrainPolicyConfig, where="sft.")
         tc = dataclasses.replace(
             tc,
             dataset=str(self.data_root),
             out=str(out),
             policy=pol,
             num_threads=self.cfg.num_threads,
-            device=str(self.device),
         )
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
