@@ -299,9 +299,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             sub-env: ``random`` (drawn from a generator seeded by ``seed`` and each full reset's seeds, as
             MOPO draws its model per transition) or ``first`` (member 0).
         max_disagreement: with an ensemble, a step whose members' spread (the largest distance between
-            two members' predicted tcp or cube positions, metres) exceeds this is unreliable:
-            ``info["gate_ok"]`` False (``gate="mask"``: GRPO drops the trajectory) or, with
-            ``gate="terminate"``, also the end of the episode as a failure (truncated). None: no gate.
+            two members' predicted tcp or cube positions, metres) exceeds this is unreliable. ``gate="mask"``:
+            ``info["gate_ok"]`` False there (GRPO's ``gate="mask"`` drops the trajectory);
+            ``gate="terminate"``: the episode ends there as a failure (truncated, no ``gate_ok``: GRPO keeps
+            and scores it, MOReL's halt). None: no gate.
         seed: the base seed of ``advance="random"``.
 
     ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
@@ -464,7 +465,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         if len(self.models) > 1:
             info["disagreement"] = spread
             self._log_spread(spread, done)
-        if self.max_disagreement is not None:
+        if self.max_disagreement is not None and self.gate == "mask":
             info["gate_ok"] = gate_ok
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
             final_obs, final_instr = self._observe(), list(self.instructions)

@@ -33,8 +33,9 @@ exploiting one model's errors): every member steps from the same state, the env 
 member drawn per step (``--advance``), a step succeeds only when the rule holds on every member's
 prediction (``--success all``), and with ``--max-disagreement`` a trajectory where two members' tcp or
 cube predictions ever lie further apart than that is left out of GRPO's update (``--gate mask``) or
-ends there as a failure (``--gate terminate``). Each seed then also reports its gated fraction per
-iteration and the distribution of the members' largest spread per episode.
+ends there as a failure that GRPO scores (``--gate terminate``, MOReL's halt). Each seed then also
+reports its masked fraction per iteration and the distribution of the members' largest spread per
+episode (with the share above the threshold: what ``terminate`` ends).
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-disagreement", type=float, default=None, metavar="METRES",
                    help="ensemble: a step whose members' tcp/cube predictions lie further apart is unreliable")
     p.add_argument("--gate", default="mask", choices=("mask", "terminate"),
-                   help="ensemble with --max-disagreement: GRPO drops the trajectory (mask) or it ends as a failure")
+                   help="ensemble with --max-disagreement: GRPO drops the trajectory (mask) or it ends as a scored failure")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
     p.add_argument("--num-envs", type=int, default=64, help="sub-envs (a multiple of rl.group_size, as real_rl)")
     p.add_argument("--real-baseline", action="store_true", help="also RL in the real simulator, same iterations")

@@ -291,8 +291,8 @@ def test_all_success_is_the_and_of_the_members_and_the_spread_is_their_distance(
 
 
 def test_disagreement_gate_masks_or_terminates_and_reaches_the_chunk():
-    """Members 6 cm apart are gated at 5 cm (``gate_ok`` False; ``terminate`` also ends the episode as a
-    failure), not at 7 cm; the same model twice never is. The chunk wrapper passes ``gate_ok`` on (False
+    """Members 6 cm apart are gated at 5 cm (``gate_ok`` False; ``terminate`` instead ends the episode
+    there as a failure that GRPO keeps), not at 7 cm; the same model twice never is. The chunk wrapper passes ``gate_ok`` on (False
     when any executed step was), where GRPO's ``trajectory_scores`` masks the trajectory."""
     import torch
 
@@ -310,7 +310,11 @@ def test_disagreement_gate_masks_or_terminates_and_reaches_the_chunk():
     env = _lift_env([up, down], max_disagreement=0.05, gate="terminate", advance="first")
     env.reset(seed=0)
     _, r, te, tr, info = env.step(zero)
-    assert tr.tolist() == [True, True] and not te.any() and (r == 0).all()
+    assert tr.tolist() == [True, True] and not te.any() and (r == 0).all() and "gate_ok" not in info
+    env.close()
+    env = _lift_env([up, down], max_disagreement=0.07, gate="terminate", advance="first")
+    env.reset(seed=0)
+    assert not env.step(zero)[3].any()
     env.close()
     for limit, ok in ((0.05, False), (0.07, True)):
         chunked = ActionChunkWrapper(_lift_env([up, down], max_disagreement=limit, advance="first"), 2)
