@@ -300,6 +300,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_rl_ensemble_terminate.json", "same ensemble world, an episode whose members are >2.5 cm apart "
      "ends there as a failure (MOReL's halt)",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_ensemble_terminate_2cm.json", "same, ended at 2 cm",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("state_model_rl_ensemble.json", "same ensemble world without the disagreement gate",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
