@@ -26,19 +26,69 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+SUCCESS_RULES = ("all", "any", "advanced")
+ADVANCE_RULES = ("first", "random")
+# the config fields that fix what an ObjectDynamics reads and predicts: an ensemble's members must share them
+_SHAPE_FIELDS = ("num_objects", "tcp_dims", "finger_dims", "action_dims", "reach", "active_bound", "arm", "proprio_dim")
+
+
+def check_ensemble(models: Any) -> list[Any]:
+    """``models`` (one ObjectDynamics or a non-empty list of them) as a list; a one-line WmrlError if the
+    list is empty or its members read or predict different things (:data:`_SHAPE_FIELDS`; the width,
+    depth, training and fit seed may differ)."""
+    from wmrl.errors import WmrlError
+
+    members = list(models) if isinstance(models, (list, tuple)) else [models]
+    if not members:
+        raise WmrlError("the state model ensemble is empty; give at least one ObjectDynamics")
+    first = members[0].config
+    for i, m in enumerate(members[1:], 1):
+        bad = [f for f in _SHAPE_FIELDS if getattr(m.config, f) != getattr(first, f)]
+        if bad:
+            raise WmrlError(
+                f"ensemble member {i} differs from member 0 in {', '.join(f'{f}={getattr(m.config, f)!r}' for f in bad)}"
+                f" (member 0: {', '.join(f'{f}={getattr(first, f)!r}' for f in bad)})"
+            )
+    return members
+
 
 class StateModelRollout:
-    """An arm-and-object ``ObjectDynamics`` stepping chunk by chunk from a real start ``context``
-    (``rl_headroom._ReplayedStart.context``: the last proprio and environment states of the way
-    there), with each sub-env's task rule (:func:`success_from_environment_state`) read at every step.
-    ``now`` / ``prev`` are the proprio (N, P) now and one step earlier, ``objs`` / ``objs_prev`` the
-    object positions (N, O, 3)."""
+    """An arm-and-object ``ObjectDynamics`` (or an ensemble of them) stepping chunk by chunk from a real
+    start ``context`` (``rl_headroom._ReplayedStart.context``: the last proprio and environment states of
+    the way there), with each sub-env's task rule (:func:`success_from_environment_state`) read at every
+    step. ``now`` / ``prev`` are the proprio (N, P) now and one step earlier, ``objs`` / ``objs_prev`` the
+    object positions (N, O, 3).
 
-    def __init__(self, model: Any, context: dict[str, Any], task_ids: list[str]):
+    With an ensemble of M members every member steps each chunk from the same current state; the state
+    advances with one member's prediction per sub-env and chunk (``advance``: ``first`` member 0, ``random``
+    a member drawn from ``rng`` per sub-env and chunk, as MOPO draws its model). ``success``: the rule must
+    hold at a step on ``all`` members' predictions, on ``any``, or on the ``advanced`` one. ``spread`` (N,)
+    is the last chunk's disagreement: the largest distance (metres) between two members' predicted tcp or
+    object positions over its steps (0 for one member). One member gives the single model's rollout."""
+
+    def __init__(
+        self,
+        model: Any,
+        context: dict[str, Any],
+        task_ids: list[str],
+        success: str = "all",
+        advance: str = "first",
+        rng: np.random.Generator | None = None,
+    ):
         import torch
 
-        self.model, self.task_ids = model, list(task_ids)
-        self.o3 = 3 * model.config.num_objects
+        from wmrl.errors import WmrlError
+
+        self.models = check_ensemble(model)
+        if success not in SUCCESS_RULES:
+            raise WmrlError(f"success={success!r}; expected one of {', '.join(SUCCESS_RULES)}")
+        if advance not in ADVANCE_RULES:
+            raise WmrlError(f"advance={advance!r}; expected one of {', '.join(ADVANCE_RULES)}")
+        self.model, self.task_ids = self.models[0], list(task_ids)
+        self.success, self.advance = success, advance
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.o3 = 3 * self.model.config.num_objects
+        self.tcp = list(self.model.config.tcp_dims)
         states = torch.as_tensor(np.asarray(context["states"], np.float32))  # (N, T', P)
         env = np.asarray(context["env_states"], np.float32)  # (N, T', E)
         before = -2 if states.shape[1] > 1 else -1
@@ -46,6 +96,8 @@ class StateModelRollout:
         self.objs = torch.as_tensor(env[:, -1, : self.o3]).unflatten(-1, (-1, 3))
         self.objs_prev = torch.as_tensor(env[:, before, : self.o3]).unflatten(-1, (-1, 3))
         self.env_now = env[:, -1].copy()
+        self.spread = np.zeros(len(self.task_ids), np.float32)
+        self.member = np.zeros(len(self.task_ids), np.int64)  # the member each sub-env advanced with last
 
     def restart(self, ids: np.ndarray, proprio: np.ndarray, env_state: np.ndarray) -> None:
         """Start sub-envs ``ids`` (M,) again at rest at proprio (M, P) and environment state (M, E)
@@ -58,22 +110,41 @@ class StateModelRollout:
         self.objs, self.objs_prev = self.objs.clone(), self.objs_prev.clone()
         self.now[ids], self.prev[ids], self.objs[ids], self.objs_prev[ids] = p, p, objs, objs
         self.env_now[ids] = np.asarray(env_state, np.float32)
+        self.spread[ids] = 0.0
 
     def step(self, actions: Any) -> np.ndarray:
         """One chunk of actions (N, K, A) (clipped to [-1, 1] as the simulator clips them) -> bool
-        (N,): the task's rule held at some step of it."""
+        (N,): the task's rule held at some step of it (on the members ``success`` asks for)."""
         import torch
 
         from envs.tabletop.environment_state import success_from_environment_state
 
         acts = torch.as_tensor(np.asarray(actions, np.float32)).clamp(-1.0, 1.0)
-        k = acts.shape[1]
-        hit = np.zeros(len(self.task_ids), bool)
+        n, k, m = acts.shape[0], acts.shape[1], len(self.models)
         with torch.no_grad():
-            props, moved = self.model.rollout(self.now[:, None], acts, self.objs, self.objs_prev, self.prev)
+            outs = [mod.rollout(self.now[:, None], acts, self.objs, self.objs_prev, self.prev) for mod in self.models]
+        props_all = torch.stack([o[0] for o in outs])  # (M, N, K, P)
+        moved_all = torch.stack([o[1] for o in outs])  # (M, N, K, O, 3)
+        self.member = self.rng.integers(m, size=n) if self.advance == "random" and m > 1 else np.zeros(n, np.int64)
+        rows = torch.arange(n)
+        pick = torch.as_tensor(self.member)
+        props, moved = props_all[pick, rows], moved_all[pick, rows]  # (N, K, P), (N, K, O, 3)
+        hit = np.zeros(n, bool)
         for j in range(k):
             self.env_now[:, : self.o3] = moved[:, j].flatten(1).numpy()
-            hit |= success_from_environment_state(self.task_ids, props[:, j].numpy(), self.env_now)
+            if m == 1 or self.success == "advanced":
+                hit |= success_from_environment_state(self.task_ids, props[:, j].numpy(), self.env_now)
+                continue
+            each = []
+            for i in range(m):
+                env_i = self.env_now.copy()
+                env_i[:, : self.o3] = moved_all[i, :, j].flatten(1).numpy()
+                each.append(success_from_environment_state(self.task_ids, props_all[i, :, j].numpy(), env_i))
+            hit |= np.all(each, 0) if self.success == "all" else np.any(each, 0)
+        if m > 1:  # (M, N, K, 1 + O, 3): tcp and objects; largest distance between two members
+            pts = torch.cat([props_all[..., self.tcp][..., None, :], moved_all], -2)
+            d = (pts[:, None] - pts[None]).norm(dim=-1)  # (M, M, N, K, 1 + O)
+            self.spread = d.amax(dim=(0, 1, 3, 4)).numpy().astype(np.float32)
         self.prev, self.now = (props[:, -2] if k > 1 else self.now), props[:, -1]
         self.objs_prev, self.objs = (moved[:, -2] if k > 1 else self.objs), moved[:, -1]
         return hit
@@ -220,7 +291,19 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         env: a :class:`envs.tabletop.TabletopVectorEnv` (not chunked; any autoreset mode, sparse
             reward, no wrist camera). Its resets give the layouts, instructions and first states;
             nothing ever steps its physics: it only draws (``render_states``).
-        model: an arm-and-object :class:`worldmodels.object_dynamics.ObjectDynamics` (``config.arm``).
+        model: an arm-and-object :class:`worldmodels.object_dynamics.ObjectDynamics` (``config.arm``), or
+            an ensemble: a non-empty list of them that read and predict the same things (fit seeds differ).
+        success: with an ensemble, a step succeeds when the task's rule holds on ``all`` members'
+            predictions (pessimism; the default), on ``any``, or on the ``advanced`` member's.
+        advance: with an ensemble, the member whose prediction the env advances with each step, per
+            sub-env: ``random`` (drawn from a generator seeded by ``seed`` and each full reset's seeds, as
+            MOPO draws its model per transition) or ``first`` (member 0).
+        max_disagreement: with an ensemble, a step whose members' spread (the largest distance between
+            two members' predicted tcp or cube positions, metres) exceeds this is unreliable. ``gate="mask"``:
+            ``info["gate_ok"]`` False there (GRPO's ``gate="mask"`` drops the trajectory);
+            ``gate="terminate"``: the episode ends there as a failure (truncated, no ``gate_ok``: GRPO keeps
+            and scores it, MOReL's halt). None: no gate.
+        seed: the base seed of ``advance="random"``.
 
     ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
     env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
@@ -232,9 +315,24 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
     env's time limit; autoreset (next step, same step with ``final_obs``/``final_info``, or disabled)
     and ``info`` (``success``, ``instruction``, ``task_id``) are the real env's. A non-finite prediction
     is a NonFiniteError. ``real_sim_calls`` counts what was asked of the real simulator.
+
+    With an ensemble of more than one member, every member steps from the same current state, the
+    observation and the next state are the advanced member's, ``info["disagreement"]`` float32 (N,) is
+    each step's spread (metres), and ``disagreement_log`` holds, per full reset, each sub-env's largest
+    spread over its first episode after it (N,) (NaN until that episode ends). One member is the single
+    model's env exactly.
     """
 
-    def __init__(self, env: Any, model: Any):
+    def __init__(
+        self,
+        env: Any,
+        model: Any,
+        success: str = "all",
+        advance: str = "random",
+        max_disagreement: float | None = None,
+        gate: str = "mask",
+        seed: int = 0,
+    ):
         from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
         from wmrl.errors import WmrlError
 
@@ -248,8 +346,25 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             raise WmrlError(
                 f"StateModelVectorEnv gives the sparse success reward; the env has reward_type={env.reward_type!r}"
             )
-        check_state_model(model, STATE_DIM)
-        self.env, self.model = env, model.eval()
+        for m in model if isinstance(model, (list, tuple)) else [model]:
+            check_state_model(m, STATE_DIM)
+        self.models = [m.eval() for m in check_ensemble(model)]
+        if success not in SUCCESS_RULES:
+            raise WmrlError(f"success={success!r}; expected one of {', '.join(SUCCESS_RULES)}")
+        if advance not in ADVANCE_RULES:
+            raise WmrlError(f"advance={advance!r}; expected one of {', '.join(ADVANCE_RULES)}")
+        if max_disagreement is not None and not (np.isfinite(max_disagreement) and max_disagreement > 0):
+            raise WmrlError(f"max_disagreement={max_disagreement!r} must be a finite number of metres > 0 or None")
+        if max_disagreement is not None and len(self.models) < 2:
+            raise WmrlError("max_disagreement gates on the members' spread; it needs an ensemble of 2 or more")
+        if gate not in ("mask", "terminate"):
+            raise WmrlError(f"gate={gate!r}; expected 'mask' or 'terminate'")
+        self.env, self.model = env, self.models[0]
+        self.success_rule, self.advance, self.gate = success, advance, gate
+        self.max_disagreement = None if max_disagreement is None else float(max_disagreement)
+        self.seed = int(seed)
+        self.disagreement_log: list[np.ndarray] = []  # per full reset: (N,) first-episode largest spread
+        self._episode_spread = np.zeros(env.num_envs, np.float32)
         self.num_envs, self.task_ids = env.num_envs, list(env.task_ids)
         self.metadata = dict(env.metadata)
         self.render_mode = env.render_mode
@@ -276,9 +391,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         proprio, env_state = obs["state"][ids], self.env.environment_state()[ids]
         if self.rollout is None:
             ctx = {"states": obs["state"][:, None], "env_states": self.env.environment_state()[:, None]}
-            self.rollout = StateModelRollout(self.model, ctx, self.task_ids)
+            self.rollout = StateModelRollout(self.models, ctx, self.task_ids, self.success_rule, self.advance)
         else:
             self.rollout.restart(ids, proprio, env_state)
+        self._episode_spread[ids] = 0.0
         self._steps[ids] = 0
         self._needs_reset[ids] = False
         self.real_sim_calls["resets"] += 1
@@ -295,6 +411,11 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         if self.rollout is None and not mask.all():
             raise WmrlError("StateModelVectorEnv: the first reset must reset every sub-env (no reset_mask)")
         real = self._real_reset(mask, seed)
+        if mask.all():  # the member draws restart from the seeds; a new row of the log
+            seeds = [] if seed is None else np.atleast_1d(np.asarray(seed, np.int64)).tolist()
+            self.rollout.rng = np.random.default_rng([self.seed, *seeds])
+            if len(self.models) > 1:
+                self.disagreement_log.append(np.full(self.num_envs, np.nan, np.float32))
         if self._frames is not None:  # the others keep their last frame: their states did not change
             real["image"] = np.where(mask[:, None, None, None], real["image"], self._frames)
         self._frames = real["image"]
@@ -329,13 +450,23 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         self._steps += 1
         terminated = success.copy()
         truncated = (self._steps >= self.max_steps) & ~terminated
+        spread = self.rollout.spread.copy()
+        gate_ok = np.ones(self.num_envs, bool) if self.max_disagreement is None else spread <= self.max_disagreement
+        if self.gate == "terminate":
+            truncated |= ~gate_ok & ~terminated
         restarted = None
         if pending.any():  # NEXT_STEP autoreset: sub-envs that ended last step ignore this action and restart
             restarted = self._real_reset(pending)["image"]
             terminated[pending] = truncated[pending] = success[pending] = False
+            gate_ok[pending], spread[pending] = True, 0.0
         reward = success.astype(np.float32)
         done = terminated | truncated
         info = self._info(success)
+        if len(self.models) > 1:
+            info["disagreement"] = spread
+            self._log_spread(spread, done)
+        if self.max_disagreement is not None and self.gate == "mask":
+            info["gate_ok"] = gate_ok
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
             final_obs, final_instr = self._observe(), list(self.instructions)
             real = self._real_reset(done)
@@ -352,6 +483,15 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             if next_step:
                 self._needs_reset = done.copy()
         return obs, reward, terminated, truncated, info
+
+    def _log_spread(self, spread: np.ndarray, done: np.ndarray) -> None:
+        """Keep each episode's largest spread; a sub-env's first episode after a full reset goes to the log."""
+        self._episode_spread = np.maximum(self._episode_spread, spread)
+        if self.disagreement_log:
+            row = self.disagreement_log[-1]
+            first = done & np.isnan(row)
+            row[first] = self._episode_spread[first]
+        self._episode_spread[done] = 0.0
 
     def render(self) -> np.ndarray | None:
         """The frames (N, H, W, 3) of the last observation."""

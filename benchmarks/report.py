@@ -294,6 +294,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_rl_it100.json", "same, 100 iterations (the real GRPO budget of real_rl.json)",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
                f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
+    ("state_model_rl_ensemble_gate.json", "same, 100 iterations, in a 3-member ensemble world (fit seeds differ; "
+     "success on all members, a random member advances, trajectories with members >2.5 cm apart masked): real "
+     "success SFT -> after", lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_ensemble_terminate.json", "same ensemble world, an episode whose members are >2.5 cm apart "
+     "ends there as a failure (MOReL's halt)",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_ensemble_terminate_2cm.json", "same, ended at 2 cm",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_ensemble.json", "same ensemble world without the disagreement gate",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
      "all stages (s)", "wall_time_s", "<= 1800"),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),

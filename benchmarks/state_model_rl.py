@@ -3,8 +3,9 @@
 Usage::
 
     python -m benchmarks.state_model_rl --runs runs/s15/lift/seed_0 runs/s15/lift/seed_1 ...
-        [--object-dynamics object_dynamics_arm] [--iterations N] [--num-envs 64] [--real-baseline]
-        [--jobs 2] [--work DIR] --out FILE.json
+        [--object-dynamics object_dynamics_arm [od_demo_f1 ...]] [--success all|any|advanced]
+        [--advance random|first] [--max-disagreement METRES] [--gate mask|terminate]
+        [--iterations N] [--num-envs 64] [--real-baseline] [--jobs 2] [--work DIR] --out FILE.json
     python -m benchmarks.state_model_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 RL in imagination does not lift the SFT policy, while ``benchmarks.rl_headroom --rendered-state-model``
@@ -26,6 +27,15 @@ Each world/seed writes a run folder under ``--work`` (config, metrics.jsonl, che
 policy); a re-run resumes (finished stages are skipped, RL resumes from its last checkpoint).
 ``--quick`` fits a tiny arm-and-object model on a few real episodes of the quick run's SFT policy
 (its real steps are reported) since the quick run has none.
+
+Several ``--object-dynamics`` folders make an ensemble (MOPO/MOReL-style pessimism against the policy
+exploiting one model's errors): every member steps from the same state, the env advances with a
+member drawn per step (``--advance``), a step succeeds only when the rule holds on every member's
+prediction (``--success all``), and with ``--max-disagreement`` a trajectory where two members' tcp or
+cube predictions ever lie further apart than that is left out of GRPO's update (``--gate mask``) or
+ends there as a failure that GRPO scores (``--gate terminate``, MOReL's halt). Each seed then also
+reports its masked fraction per iteration and the distribution of the members' largest spread per
+episode (with the share above the threshold: what ``terminate`` ends).
 """
 
 from __future__ import annotations
@@ -57,19 +67,44 @@ def state_model_dir(src: Path, name: str) -> Path:
     return d
 
 
+def spread_summary(log: list[np.ndarray], threshold: float | None) -> dict[str, Any]:
+    """Quantiles (metres) of the members' largest spread per episode, from ``disagreement_log`` (per full
+    reset, (N,) with NaN for unfinished episodes): over all, over the first reset (the SFT policy), and
+    per reset the share above ``threshold`` (what the gate drops)."""
+    rows = [r[np.isfinite(r)] for r in log]
+    rows = [r for r in rows if len(r)]
+    if not rows:
+        return {}
+    q = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+    allv = np.concatenate(rows)
+    out: dict[str, Any] = {
+        "quantiles": list(q),
+        "episodes": int(len(allv)),
+        "all_iterations": [float(x) for x in np.quantile(allv, q)],
+        "iteration_0": [float(x) for x in np.quantile(rows[0], q)],
+        "median_by_iteration": [float(np.median(r)) for r in rows],
+    }
+    if threshold is not None:
+        out["above_threshold_by_iteration"] = [float((r > threshold).mean()) for r in rows]
+    return out
+
+
 def run_world(
     src: Path,
     dst: Path,
     world: str,
-    model_dir: Path | None,
+    model_dir: Path | list[Path] | None,
     iterations: int,
     num_envs: int,
-    progress: bool,
+    ensemble: dict[str, Any] | None = None,
+    progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
     """RL from ``src``'s SFT policy in ``world`` (``state_model``: :class:`StateModelVectorEnv` with the
-    state model in ``model_dir``; ``real``: the real simulator) for ``iterations`` iterations, in run
-    folder ``dst``, then the real evaluation; returns the seed's summary."""
+    state model in ``model_dir``, or the ensemble of the folders in a list of them, with ``ensemble``'s
+    ``StateModelVectorEnv`` options ``success``, ``advance``, ``max_disagreement``, ``gate``; ``real``:
+    the real simulator) for ``iterations`` iterations, in run folder ``dst``, then the real evaluation;
+    returns the seed's summary."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -79,14 +114,20 @@ def run_world(
     if world not in WORLDS:
         raise WmrlError(f"world={world!r}; expected one of {', '.join(WORLDS)}")
     make_world = None
+    made: list[StateModelVectorEnv] = []
     if world == "state_model":
         if model_dir is None:
             raise WmrlError("world=state_model needs the state model's folder")
-        model = ObjectDynamics.from_pretrained(model_dir)
-        check_state_model(model, STATE_DIM)  # before any work
+        dirs = model_dir if isinstance(model_dir, list) else [model_dir]
+        models = [ObjectDynamics.from_pretrained(d) for d in dirs]
+        for m in models:
+            check_state_model(m, STATE_DIM)  # before any work
+        opts = dict(ensemble or {})
 
         def make_world(real: Any) -> StateModelVectorEnv:
-            return StateModelVectorEnv(real, model)
+            env = StateModelVectorEnv(real, models if isinstance(model_dir, list) else models[0], **opts)
+            made.append(env)
+            return env
 
     seed = _seed_of(src)
     _link_run(src, dst)
@@ -101,9 +142,29 @@ def run_world(
     hist = [json.loads(line) for line in (dst / stage / "rl" / "metrics.jsonl").read_text().splitlines()]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
     train = [float(h["grpo/success_rate"]) for h in hist]
+    extra: dict[str, Any] = {}
+    if isinstance(model_dir, list):
+        extra["ensemble"] = dict(ensemble or {})
+        extra["gated_frac_by_iteration"] = [1.0 - float(h["grpo/valid_frac"]) for h in hist]
+        spread_file = dst / stage / "disagreement.json"
+        if made and made[0].disagreement_log:  # this invocation trained: its log (a resumed one: the last kept)
+            from wmrl.io import atomic_write_json
+
+            atomic_write_json(spread_file, {
+                "log": [[float(x) for x in r] for r in made[0].disagreement_log],
+                "first_iteration": len(hist) - len(made[0].disagreement_log),
+            })
+        if spread_file.exists():
+            saved = json.loads(spread_file.read_text())
+            extra["disagreement_m"] = spread_summary(
+                [np.asarray(r, np.float32) for r in saved["log"]], (ensemble or {}).get("max_disagreement")
+            )
+            extra["disagreement_m"]["first_iteration_logged"] = int(saved["first_iteration"])
     return {
         "seed": seed,
-        "state_model": None if model_dir is None else str(model_dir),
+        "state_model": None if model_dir is None else (
+            [str(d) for d in model_dir] if isinstance(model_dir, list) else str(model_dir)
+        ),
         "sft_success": float(sft["success"]),
         "rl_success": float(out["eval"]["success"]),
         "lift": float(out["eval"]["success"]) - float(sft["success"]),
@@ -120,6 +181,7 @@ def run_world(
         "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
         "cpu_time_s": float(out.get("stage_cpu_s", float("nan"))),
         "resumed": resumed,
+        **extra,
     }
 
 
@@ -168,10 +230,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", nargs="+", type=Path, default=None, help="finished wmrl run folders, one per seed")
     p.add_argument(
         "--object-dynamics",
-        default="object_dynamics_arm",
+        nargs="+",
+        default=["object_dynamics_arm"],
         metavar="NAME",
-        help="the arm-and-object state model's folder in each run (python -m worldmodels.object_dynamics --arm)",
+        help="the arm-and-object state model's folder in each run (python -m worldmodels.object_dynamics --arm); "
+        "several: an ensemble",
     )
+    p.add_argument("--success", default="all", choices=("all", "any", "advanced"),
+                   help="ensemble: the task's rule must hold on all members' predictions, any, or the advanced one's")
+    p.add_argument("--advance", default="random", choices=("random", "first"),
+                   help="ensemble: the member the env advances with per step (random: seeded draw, as MOPO)")
+    p.add_argument("--max-disagreement", type=float, default=None, metavar="METRES",
+                   help="ensemble: a step whose members' tcp/cube predictions lie further apart is unreliable")
+    p.add_argument("--gate", default="mask", choices=("mask", "terminate"),
+                   help="ensemble with --max-disagreement: GRPO drops the trajectory (mask) or it ends as a scored failure")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
     p.add_argument("--num-envs", type=int, default=64, help="sub-envs (a multiple of rl.group_size, as real_rl)")
     p.add_argument("--real-baseline", action="store_true", help="also RL in the real simulator, same iterations")
@@ -205,19 +277,30 @@ def main(argv: list[str] | None = None) -> int:
     if iterations < 1:
         raise WmrlError(f"--iterations {iterations} must be >= 1")
     worlds = ["state_model", "real"] if a.real_baseline or a.quick else ["state_model"]
+    is_ensemble = len(a.object_dynamics) > 1
+    if a.quick and is_ensemble:
+        raise WmrlError("--quick fits one tiny state model; give one --object-dynamics")
+    if a.max_disagreement is not None and not is_ensemble:
+        raise WmrlError("--max-disagreement needs an ensemble: give several --object-dynamics folders")
+    if a.max_disagreement is not None and not (np.isfinite(a.max_disagreement) and a.max_disagreement > 0):
+        raise WmrlError(f"--max-disagreement {a.max_disagreement} must be a finite number of metres > 0")
+    ensemble = {
+        "success": a.success, "advance": a.advance, "max_disagreement": a.max_disagreement, "gate": a.gate
+    } if is_ensemble else None
     keys = dict(zip(a.runs, run_keys(a.runs), strict=True))
     t0 = time.perf_counter()
     quick_real_steps = 0.0
-    models: dict[Path, Path] = {}
+    models: dict[Path, Path | list[Path]] = {}
     for src in a.runs:  # every folder's model is checked before any RL
         if a.quick:
             models[src], steps = fit_quick_state_model(src, a.work / "quick_state_model" / keys[src])
             quick_real_steps += steps
         else:
-            models[src] = state_model_dir(src, a.object_dynamics)
+            dirs = [state_model_dir(src, name) for name in a.object_dynamics]
+            models[src] = dirs if is_ensemble else dirs[0]
     args = {
         (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
-                 iterations, num_envs)
+                 iterations, num_envs, ensemble)
         for w in worlds
         for s in a.runs
     }
@@ -236,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         "state_model_rl_success": worlds_out["state_model"]["rl_success"],
         "real_rl_same_iterations_success": worlds_out["real"]["rl_success"] if "real" in worlds_out else None,
         "worlds": worlds_out,
-        "object_dynamics": "quick: fitted here" if a.quick else a.object_dynamics,
+        "object_dynamics": "quick: fitted here" if a.quick else (
+            a.object_dynamics if is_ensemble else a.object_dynamics[0]
+        ),
+        "ensemble": ensemble,
         "quick_state_model_real_env_steps": quick_real_steps,
         "iterations": iterations,
         **run_fields(a, num_envs, config_name, t0),

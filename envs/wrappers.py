@@ -18,7 +18,9 @@ class ActionChunkWrapper(VectorWrapper):
     steps each sub-env executed, ``info["chunk_rewards"]`` (N, K) holds per-step rewards, and
     ``info["chunk_frames"]`` (N, K, H, W, 3) the frames after each executed step. The wrapped
     env must use SAME_STEP autoreset, so a sub-env that ends mid-chunk has already restarted
-    when the chunk returns (its terminal observation is in ``info["final_obs"]``).
+    when the chunk returns (its terminal observation is in ``info["final_obs"]``). When the wrapped
+    env reports ``info["gate_ok"]`` (N,) (a step judged reliable, e.g. ``StateModelVectorEnv``'s
+    ensemble gate), the chunk's ``gate_ok`` is True where every executed step was.
     """
 
     def __init__(self, env: VectorEnv, chunk_size: int):
@@ -47,6 +49,7 @@ class ActionChunkWrapper(VectorWrapper):
         obs: dict[str, np.ndarray] = {}
         info: dict[str, Any] = {}
         held: dict[str, np.ndarray] | None = None
+        gate_ok: np.ndarray | None = None
         for t in range(k):
             if not active.any():
                 break
@@ -58,6 +61,9 @@ class ActionChunkWrapper(VectorWrapper):
             rewards[:, t] = np.where(active, r, 0.0)
             total += rewards[:, t]
             success |= active & np.asarray(inf["success"], bool)
+            if "gate_ok" in inf:
+                gate_ok = np.ones(n, bool) if gate_ok is None else gate_ok
+                gate_ok &= ~active | np.asarray(inf["gate_ok"], bool)
             done = active & (te | tr)
             terminated |= active & te
             truncated |= active & tr
@@ -87,6 +93,8 @@ class ActionChunkWrapper(VectorWrapper):
             "chunk_rewards": rewards,
             "chunk_frames": frames,
         }
+        if gate_ok is not None:
+            out_info["gate_ok"] = gate_ok
         if final_obs is not None:
             out_info["final_obs"] = final_obs
             out_info["_final_obs"] = final_mask

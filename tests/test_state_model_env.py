@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import envs
-from benchmarks._split_worlds import StateModelVectorEnv
+from benchmarks._split_worlds import StateModelVectorEnv, check_ensemble
 from envs.base import BadActionError
 from envs.wrappers import ActionChunkWrapper
 from wmrl.errors import NonFiniteError, WmrlError
@@ -227,3 +227,145 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         state_model_dir(tmp_path, "object_dynamics_arm")
     _model().save_pretrained(tmp_path / "od")
     assert state_model_dir(tmp_path, "od") == tmp_path / "od"
+
+
+# ------------------------------------------------------------------------------------------ ensembles
+def _lift_env(members, max_episode_steps: int = 8, **kw) -> StateModelVectorEnv:
+    real = envs.make_vec(["LiftCube-v0", "PushCube-v0"], 2, seed=1, autoreset_mode="same_step",
+                         max_episode_steps=max_episode_steps)
+    return StateModelVectorEnv(real, members, **kw)
+
+
+def test_an_ensemble_of_one_is_the_single_model_env():
+    """Same observations, rewards, ends and info keys, through next-step autoresets and a subset reset,
+    whatever the ensemble options (one member has no spread to gate on)."""
+    for kw in ({}, {"advance": "first", "success": "any"}, {"advance": "random", "success": "advanced"}):
+        single = _env(_model(seed=2), max_episode_steps=4)
+        ens = StateModelVectorEnv(envs.make_vec(TASKS, 3, seed=0, max_episode_steps=4), [_model(seed=2)], **kw)
+        assert len(ens.models) == 1
+        for e in (single, ens):
+            e.reset(seed=7)
+        for t in range(10):
+            if t == 6:
+                for e in (single, ens):
+                    e.reset(options={"reset_mask": np.array([False, True, True])})
+            a, b = single.step(_actions(3, t)), ens.step(_actions(3, t))
+            np.testing.assert_array_equal(a[0]["image"], b[0]["image"])
+            np.testing.assert_array_equal(a[0]["state"], b[0]["state"])
+            for x, y in zip(a[1:4], b[1:4], strict=True):
+                np.testing.assert_array_equal(x, y)
+            assert set(a[4]) == set(b[4]) and "gate_ok" not in b[4]
+        single.close()
+        ens.close()
+
+
+def test_all_success_is_the_and_of_the_members_and_the_spread_is_their_distance():
+    """Member 0 lifts the cubes 3 cm a step, member 1 lowers them 3 cm; the env advances with member 0.
+    LiftCube's rule (10 cm up) holds on member 0 from step 4 (12 cm) and on member 1 (the state minus
+    3 cm) from step 6: ``all`` succeeds at step 6, ``any`` and ``advanced`` at 4; the members' spread is
+    6 cm on the lifted cube every step."""
+    up, down = _drift(cube_dz_cm=3.0), _drift(cube_dz_cm=-3.0)
+    first = {}
+    for rule in ("all", "any", "advanced"):
+        env = _lift_env([up, down], success=rule, advance="first")
+        env.reset(seed=2)
+        for t in range(1, 9):
+            _, r, te, tr, info = env.step(np.zeros((2, 7), np.float32))
+            np.testing.assert_allclose(info["disagreement"], 0.06, atol=1e-5)
+            if te[0]:
+                first[rule] = t
+                assert r[0] == 1.0 and info["final_info"]["success"][0]
+                break
+        env.close()
+    assert first == {"all": 6, "any": 4, "advanced": 4}
+    # the same model twice: no spread, and ``all`` is that model's own rule
+    env, ref = _lift_env([up, up]), _lift_env(up)
+    env.reset(seed=2)
+    ref.reset(seed=2)
+    for _ in range(5):
+        a, b = env.step(np.zeros((2, 7), np.float32)), ref.step(np.zeros((2, 7), np.float32))
+        np.testing.assert_array_equal(a[2], b[2])
+        assert (a[4]["disagreement"] == 0).all()
+    env.close()
+    ref.close()
+
+
+def test_disagreement_gate_masks_or_terminates_and_reaches_the_chunk():
+    """Members 6 cm apart are gated at 5 cm (``gate_ok`` False; ``terminate`` instead ends the episode
+    there as a failure that GRPO keeps), not at 7 cm; the same model twice never is. The chunk wrapper passes ``gate_ok`` on (False
+    when any executed step was), where GRPO's ``trajectory_scores`` masks the trajectory."""
+    import torch
+
+    from imagination.grpo import trajectory_scores
+    from imagination.rollout_buffer import RolloutBatch
+
+    up, down = _drift(cube_dz_cm=3.0), _drift(cube_dz_cm=-3.0)
+    zero = np.zeros((2, 7), np.float32)
+    for members, limit, ok in (([up, up], 0.01, True), ([up, down], 0.07, True), ([up, down], 0.05, False)):
+        env = _lift_env(members, max_disagreement=limit, advance="first")
+        env.reset(seed=0)
+        _, _, te, tr, info = env.step(zero)
+        assert info["gate_ok"].tolist() == [ok, ok] and not (te | tr).any()
+        env.close()
+    env = _lift_env([up, down], max_disagreement=0.05, gate="terminate", advance="first")
+    env.reset(seed=0)
+    _, r, te, tr, info = env.step(zero)
+    assert tr.tolist() == [True, True] and not te.any() and (r == 0).all() and "gate_ok" not in info
+    env.close()
+    env = _lift_env([up, down], max_disagreement=0.07, gate="terminate", advance="first")
+    env.reset(seed=0)
+    assert not env.step(zero)[3].any()
+    env.close()
+    for limit, ok in ((0.05, False), (0.07, True)):
+        chunked = ActionChunkWrapper(_lift_env([up, down], max_disagreement=limit, advance="first"), 2)
+        chunked.reset(seed=0)
+        _, _, _, _, info = chunked.step(np.zeros((2, 2, 7), np.float32))
+        assert info["gate_ok"].tolist() == [ok, ok]
+        chunked.close()
+    fields = {f: None for f in RolloutBatch.__dataclass_fields__}
+    fields.update(valid=torch.ones(1, 2, dtype=torch.bool), success=torch.zeros(1, 2, dtype=torch.bool),
+                  gate_ok=torch.tensor([[False, True]]))
+    _, valid, _ = trajectory_scores(RolloutBatch(**fields), "success", "mask")
+    assert valid.tolist() == [False, True]
+
+
+def test_ensemble_random_advance_is_seeded_and_mixes_the_members():
+    """``advance="random"`` draws a member per sub-env and step from the reset's seeds: the lifted cube
+    rises or sinks 3 cm a step, both happen, and the same seeds give the same draws."""
+    up, down = _drift(cube_dz_cm=3.0), _drift(cube_dz_cm=-3.0)
+    runs = []
+    for seed in (4, 4, 5):
+        env = _lift_env([up, down], max_episode_steps=40, success="any")
+        env.reset(seed=seed)
+        z = [env.rollout.objs[0, :, 2].max().item()]
+        for _ in range(6):
+            env.step(np.zeros((2, 7), np.float32))
+            z.append(env.rollout.objs[0, :, 2].max().item())
+        runs.append(np.round(np.diff(z), 4))
+        env.close()
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert set(runs[0].tolist()) == {0.03, -0.03} and not np.array_equal(runs[0], runs[2])
+
+
+def test_ensemble_bad_input_gives_one_line_errors():
+    real = envs.make_vec(TASKS, 3, seed=0)
+    with pytest.raises(WmrlError, match="ensemble is empty"):
+        StateModelVectorEnv(real, [])
+    two = ObjectDynamics(ObjectDynamicsConfig(arm=True, num_objects=2, hidden=8, layers=1))
+    with pytest.raises(WmrlError, match="member 1 differs from member 0 in num_objects=2"):
+        check_ensemble([_model(), two])
+    reach = ObjectDynamics(ObjectDynamicsConfig(arm=True, reach=0.3, hidden=8, layers=1))
+    with pytest.raises(WmrlError, match="reach=0.3"):
+        StateModelVectorEnv(real, [_model(), reach])
+    for bad in (0.0, -0.01, float("nan"), float("inf")):
+        with pytest.raises(WmrlError, match="max_disagreement=.* must be a finite number of metres > 0"):
+            StateModelVectorEnv(real, [_model(), _model(1)], max_disagreement=bad)
+    with pytest.raises(WmrlError, match="needs an ensemble of 2 or more"):
+        StateModelVectorEnv(real, [_model()], max_disagreement=0.02)
+    with pytest.raises(WmrlError, match="success='most'"):
+        StateModelVectorEnv(real, [_model(), _model(1)], success="most")
+    with pytest.raises(WmrlError, match="advance='mean'"):
+        StateModelVectorEnv(real, [_model(), _model(1)], advance="mean")
+    with pytest.raises(WmrlError, match="gate='off'"):
+        StateModelVectorEnv(real, [_model(), _model(1)], gate="off")
+    real.close()
