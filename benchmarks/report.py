@@ -300,6 +300,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_rl_ensemble_terminate.json", "same ensemble world, an episode whose members are >2.5 cm apart "
      "ends there as a failure (MOReL's halt)",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_ensemble_terminate_rlseed1.json", "same (2.5 cm), repeated with other GRPO starts and noise "
+     "(--rl-seed 1): real success SFT -> after / real GRPO with the same RL seeds",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
+               f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
     ("state_model_rl_ensemble_terminate_2cm.json", "same, ended at 2 cm",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("state_model_rl_ensemble.json", "same ensemble world without the disagreement gate",

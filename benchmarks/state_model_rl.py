@@ -97,6 +97,7 @@ def run_world(
     iterations: int,
     num_envs: int,
     ensemble: dict[str, Any] | None = None,
+    rl_seed: int = 0,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -104,7 +105,8 @@ def run_world(
     state model in ``model_dir``, or the ensemble of the folders in a list of them, with ``ensemble``'s
     ``StateModelVectorEnv`` options ``success``, ``advance``, ``max_disagreement``, ``gate``; ``real``:
     the real simulator) for ``iterations`` iterations, in run folder ``dst``, then the real evaluation;
-    returns the seed's summary."""
+    returns the seed's summary. ``rl_seed`` > 0 repeats the RL with other starts and noise (0: the
+    real-RL baseline's seeds, as ``benchmarks.real_rl``)."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -138,7 +140,7 @@ def run_world(
     pipe = Pipeline(cfg, progress=progress)
     stage = f"{world}_rl"
     resumed = (dst / "stages" / f"{stage}.json").exists()  # finished by an earlier invocation: read back
-    out = pipe.stage(stage, lambda: pipe.s_real_rl(None, make_world, name=stage))
+    out = pipe.stage(stage, lambda: pipe.s_real_rl(None, make_world, name=stage, seed_offset=999 + 1000 * rl_seed))
     hist = [json.loads(line) for line in (dst / stage / "rl" / "metrics.jsonl").read_text().splitlines()]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
     train = [float(h["grpo/success_rate"]) for h in hist]
@@ -181,6 +183,7 @@ def run_world(
         "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
         "cpu_time_s": float(out.get("stage_cpu_s", float("nan"))),
         "resumed": resumed,
+        "rl_seed": int(rl_seed),
         **extra,
     }
 
@@ -245,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gate", default="mask", choices=("mask", "terminate"),
                    help="ensemble with --max-disagreement: GRPO drops the trajectory (mask) or it ends as a scored failure")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
+    p.add_argument("--rl-seed", type=int, default=0,
+                   help="0: the real-RL baseline's RL seeds; N > 0: an independent repeat (other starts and noise)")
     p.add_argument("--num-envs", type=int, default=64, help="sub-envs (a multiple of rl.group_size, as real_rl)")
     p.add_argument("--real-baseline", action="store_true", help="also RL in the real simulator, same iterations")
     p.add_argument("--work", type=Path, default=None, help="default runs/state_model_rl[_quick]")
@@ -277,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     if iterations < 1:
         raise WmrlError(f"--iterations {iterations} must be >= 1")
     worlds = ["state_model", "real"] if a.real_baseline or a.quick else ["state_model"]
+    if a.rl_seed < 0:
+        raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the real-RL baseline's seeds)")
     is_ensemble = len(a.object_dynamics) > 1
     if a.quick and is_ensemble:
         raise WmrlError("--quick fits one tiny state model; give one --object-dynamics")
@@ -300,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             models[src] = dirs if is_ensemble else dirs[0]
     args = {
         (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
-                 iterations, num_envs, ensemble)
+                 iterations, num_envs, ensemble, a.rl_seed)
         for w in worlds
         for s in a.runs
     }
@@ -325,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         "ensemble": ensemble,
         "quick_state_model_real_env_steps": quick_real_steps,
         "iterations": iterations,
+        "rl_seed": a.rl_seed,
         **run_fields(a, num_envs, config_name, t0),
     }
     atomic_write_json(a.out, res)

@@ -227,6 +227,11 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         state_model_dir(tmp_path, "object_dynamics_arm")
     _model().save_pretrained(tmp_path / "od")
     assert state_model_dir(tmp_path, "od") == tmp_path / "od"
+    from benchmarks.state_model_rl import main
+
+    with pytest.raises(WmrlError, match=r"--rl-seed -1 must be >= 0"):
+        main(["--runs", str(tmp_path), "--rl-seed", "-1", "--out", str(tmp_path / "r.json")])
+    assert not (tmp_path / "r.json").exists()
 
 
 # ------------------------------------------------------------------------------------------ ensembles
