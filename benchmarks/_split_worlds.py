@@ -32,6 +32,17 @@ ADVANCE_RULES = ("first", "random")
 _SHAPE_FIELDS = ("num_objects", "tcp_dims", "finger_dims", "action_dims", "reach", "active_bound", "arm", "proprio_dim")
 
 
+def check_rules(success: str, advance: str) -> None:
+    """A one-line WmrlError unless ``success`` is one of :data:`SUCCESS_RULES` and ``advance`` one of
+    :data:`ADVANCE_RULES`."""
+    from wmrl.errors import WmrlError
+
+    if success not in SUCCESS_RULES:
+        raise WmrlError(f"success={success!r}; expected one of {', '.join(SUCCESS_RULES)}")
+    if advance not in ADVANCE_RULES:
+        raise WmrlError(f"advance={advance!r}; expected one of {', '.join(ADVANCE_RULES)}")
+
+
 def check_ensemble(models: Any) -> list[Any]:
     """``models`` (one ObjectDynamics or a non-empty list of them) as a list; a one-line WmrlError if the
     list is empty or its members read or predict different things (:data:`_SHAPE_FIELDS`; the width,
@@ -77,13 +88,8 @@ class StateModelRollout:
     ):
         import torch
 
-        from wmrl.errors import WmrlError
-
         self.models = check_ensemble(model)
-        if success not in SUCCESS_RULES:
-            raise WmrlError(f"success={success!r}; expected one of {', '.join(SUCCESS_RULES)}")
-        if advance not in ADVANCE_RULES:
-            raise WmrlError(f"advance={advance!r}; expected one of {', '.join(ADVANCE_RULES)}")
+        check_rules(success, advance)
         self.model, self.task_ids = self.models[0], list(task_ids)
         self.success, self.advance = success, advance
         self.rng = rng if rng is not None else np.random.default_rng(0)
@@ -349,10 +355,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         for m in model if isinstance(model, (list, tuple)) else [model]:
             check_state_model(m, STATE_DIM)
         self.models = [m.eval() for m in check_ensemble(model)]
-        if success not in SUCCESS_RULES:
-            raise WmrlError(f"success={success!r}; expected one of {', '.join(SUCCESS_RULES)}")
-        if advance not in ADVANCE_RULES:
-            raise WmrlError(f"advance={advance!r}; expected one of {', '.join(ADVANCE_RULES)}")
+        check_rules(success, advance)  # here too: the rollout is only built at the first reset
         if max_disagreement is not None and not (np.isfinite(max_disagreement) and max_disagreement > 0):
             raise WmrlError(f"max_disagreement={max_disagreement!r} must be a finite number of metres > 0 or None")
         if max_disagreement is not None and len(self.models) < 2:
@@ -388,9 +391,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         """Reset the real sub-envs in ``mask`` and (re)start the model there; the real observation."""
         obs, _ = self.env.reset(seed=seed, options={"reset_mask": mask})
         ids = np.flatnonzero(mask)
-        proprio, env_state = obs["state"][ids], self.env.environment_state()[ids]
+        env_states = self.env.environment_state()  # (N, E)
+        proprio, env_state = obs["state"][ids], env_states[ids]
         if self.rollout is None:
-            ctx = {"states": obs["state"][:, None], "env_states": self.env.environment_state()[:, None]}
+            ctx = {"states": obs["state"][:, None], "env_states": env_states[:, None]}
             self.rollout = StateModelRollout(self.models, ctx, self.task_ids, self.success_rule, self.advance)
         else:
             self.rollout.restart(ids, proprio, env_state)
