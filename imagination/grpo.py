@@ -30,7 +30,9 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     budget_exhausted,
+    clipped_surrogate,
     iteration_generator,
+    old_log_prob_dims,
     policy_device,
     resume_trainer,
     save_trainer_checkpoint,
@@ -59,6 +61,11 @@ class GRPOConfig:
         exploration_std: standard deviation the Gaussian head samples with when RL starts
             (None: the SFT policy's own, fitted to the demos' spread; it stays trainable).
         lr: Adam learning rate; clip_eps: PPO-style ratio clip; max_grad_norm: gradient clip.
+        ratio: ``"chunk"``: one importance ratio per action chunk (the joint density of its K*A
+            dims, the default); ``"dim"``: one ratio per action dimension, clipped on its own and
+            averaged over the chunk's active dims (token-level, as in LLM and tokenised-VLA RL), so
+            one sample's drift on a few dims does not clip the whole chunk. Needs a policy whose
+            ``evaluate_actions`` gives ``log_prob_dims`` (the built-in VLA's heads do).
         kl_coef: weight of the k3 KL estimate to the reference (SFT) policy (0: no reference).
         entropy_coef: entropy bonus weight.
         dynamic_sampling: drop groups whose valid members all scored the same.
@@ -78,6 +85,7 @@ class GRPOConfig:
     lr: float = 1e-4
     clip_eps: float = 0.2
     max_grad_norm: float = 1.0
+    ratio: str = "chunk"
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
     dynamic_sampling: bool = True
@@ -115,6 +123,8 @@ class GRPOConfig:
             raise ConfigError(f"score={self.score!r}; expected 'success' or 'return'")
         if self.gate not in ("mask", "off"):
             raise ConfigError(f"gate={self.gate!r}; expected 'mask' or 'off'")
+        if self.ratio not in ("chunk", "dim"):
+            raise ConfigError(f"ratio={self.ratio!r}; expected 'chunk' or 'dim'")
 
 
 def trajectory_scores(
@@ -148,6 +158,8 @@ def grpo_update(
     dev = policy_device(policy)  # the batch lives on the CPU; the per-sample terms move to the policy
     t_idx, n_idx = torch.nonzero(batch.valid & keep[None, :], as_tuple=True)
     old_logp, adv = batch.log_probs[t_idx, n_idx].to(dev), adv_traj[n_idx].to(dev)
+    per_dim = cfg.ratio == "dim" and len(t_idx) > 0
+    old_dims = old_log_prob_dims(policy, batch, t_idx, n_idx, cfg.minibatch_size) if per_dim else None
     w = (1.0 / lengths[n_idx].float()).to(dev)  # masked GRPO: each trajectory's chunks share weight 1
     ref_logp = batch.ref_log_probs[t_idx, n_idx].to(dev) if batch.ref_log_probs is not None else None
     stats: dict[str, list[float]] = {
@@ -161,9 +173,11 @@ def grpo_update(
         for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
             obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
             ev = policy.evaluate_actions(obs, instr, act)
-            log_ratio = (ev.log_prob - old_logp[mb]).clamp(-20.0, 20.0)
-            ratio = log_ratio.exp()
-            pg = -torch.min(ratio * adv[mb], ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv[mb])
+            if old_dims is not None:
+                pg, clip_frac = clipped_surrogate(ev.log_prob_dims - old_dims[mb], adv[mb], cfg.clip_eps, ev.dim_mask)
+            else:
+                pg, clip_frac = clipped_surrogate(ev.log_prob - old_logp[mb], adv[mb], cfg.clip_eps, None)
+            log_ratio = (ev.log_prob - old_logp[mb]).clamp(-20.0, 20.0)  # the chunk's, for the KL statistic
             wm = w[mb] / w[mb].sum()
             loss = (pg * wm).sum() - cfg.entropy_coef * (ev.entropy * wm).sum()
             kl = torch.zeros((), device=dev)
@@ -178,8 +192,8 @@ def grpo_update(
             opt.step()
             stats["loss"].append(float(loss.detach()))
             stats["kl"].append(float(kl.detach()))
-            stats["clip_frac"].append(float(((ratio.detach() - 1).abs() > cfg.clip_eps).float().mean()))
-            stats["approx_kl_old"].append(float(((ratio - 1) - log_ratio).detach().mean()))
+            stats["clip_frac"].append(float(clip_frac))
+            stats["approx_kl_old"].append(float((log_ratio.exp() - 1 - log_ratio).detach().mean()))
             stats["entropy"].append(float(ev.entropy.detach().mean()))
     return {k: sum(v) / len(v) for k, v in stats.items() if v}
 

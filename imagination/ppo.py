@@ -25,7 +25,9 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     budget_exhausted,
+    clipped_surrogate,
     iteration_generator,
+    old_log_prob_dims,
     policy_device,
     resume_trainer,
     save_trainer_checkpoint,
@@ -48,7 +50,7 @@ class PPOConfig:
             (None: the SFT policy's own; see ``GRPOConfig.exploration_std``).
         lr: Adam learning rate (policy); critic_lr: learning rate of a separate critic.
         gamma, gae_lambda: discount per chunk step and GAE lambda.
-        clip_eps: ratio clip; vf_coef: value loss weight; entropy_coef: entropy bonus;
+        clip_eps: ratio clip; ratio: ``"chunk"`` or ``"dim"`` (see ``GRPOConfig.ratio``); vf_coef: value loss weight; entropy_coef: entropy bonus;
         max_grad_norm: gradient clip; norm_adv: normalise advantages per minibatch.
         critic_warmup: value-only epochs on the first batch before the policy moves (a fresh
             critic on a pretrained policy would otherwise push it with noise).
@@ -65,6 +67,7 @@ class PPOConfig:
     gamma: float = 0.95
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
+    ratio: str = "chunk"
     vf_coef: float = 0.5
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
@@ -94,6 +97,8 @@ class PPOConfig:
             raise ConfigError(
                 f"lr={self.lr}, critic_lr={self.critic_lr}, clip_eps={self.clip_eps} out of range"
             )
+        if self.ratio not in ("chunk", "dim"):
+            raise ConfigError(f"ratio={self.ratio!r}; expected 'chunk' or 'dim'")
 
 
 class ValueNet(nn.Module):
@@ -172,6 +177,8 @@ def train_ppo(
         t_idx, n_idx = torch.nonzero(batch.valid, as_tuple=True)
         dev = policy_device(policy)  # the batch lives on the CPU; the per-sample terms move to the policy
         old_logp, adv_s, ret_s = (x[t_idx, n_idx].to(dev) for x in (batch.log_probs, adv, ret))
+        per_dim = cfg.ratio == "dim" and len(t_idx) > 0
+        old_dims = old_log_prob_dims(policy, batch, t_idx, n_idx, cfg.minibatch_size) if per_dim else None
         warm = cfg.critic_warmup if (it == 0 and critic is not None) else 0
         stats: dict[str, list[float]] = {"pg_loss": [], "v_loss": [], "entropy": [], "clip_frac": []}
         for epoch in range(warm + cfg.update_epochs):
@@ -182,9 +189,11 @@ def train_ppo(
                 a = adv_s[mb]
                 if cfg.norm_adv and len(mb) > 1:
                     a = (a - a.mean()) / (a.std() + 1e-8)
-                log_ratio = (ev.log_prob - old_logp[mb]).clamp(-20.0, 20.0)
-                ratio = log_ratio.exp()
-                pg_loss = torch.max(-a * ratio, -a * ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps)).mean()
+                if old_dims is not None:
+                    pg, clip_frac = clipped_surrogate(ev.log_prob_dims - old_dims[mb], a, cfg.clip_eps, ev.dim_mask)
+                else:
+                    pg, clip_frac = clipped_surrogate(ev.log_prob - old_logp[mb], a, cfg.clip_eps, None)
+                pg_loss = pg.mean()
                 v_loss = 0.5 * ((value - ret_s[mb]) ** 2).mean()
                 policy_on = epoch >= warm
                 loss = (pg_loss - cfg.entropy_coef * ev.entropy.mean()) * policy_on + cfg.vf_coef * v_loss
@@ -199,7 +208,7 @@ def train_ppo(
                 stats["pg_loss"].append(float(pg_loss.detach()))
                 stats["v_loss"].append(float(v_loss.detach()))
                 stats["entropy"].append(float(ev.entropy.detach().mean()))
-                stats["clip_frac"].append(float(((ratio.detach() - 1).abs() > cfg.clip_eps).float().mean()))
+                stats["clip_frac"].append(float(clip_frac))
         m: dict[str, float] = {"iteration": it, **{k: sum(v) / len(v) for k, v in stats.items() if v}}
         m.update(collector.pop_episode_stats())
         m["chunk_steps"] = float(batch.valid.sum())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -19,6 +19,9 @@ from torch import nn
 from wmrl.errors import CheckpointError, ConfigError, WmrlError
 from wmrl.io import atomic_save_safetensors, atomic_torch_save
 from wmrl.runs import RunDir
+
+if TYPE_CHECKING:
+    from imagination.rollout_buffer import RolloutBatch
 
 
 def save_trainer_checkpoint(
@@ -149,3 +152,39 @@ def iteration_generator(seed: int, iteration: int) -> torch.Generator:
     """The generator of one iteration's sampling/minibatch order: a function of (seed, iteration)
     only, so a resumed run draws exactly what an uninterrupted one would."""
     return torch.Generator().manual_seed(seed * 1_000_003 + iteration)
+
+
+def old_log_prob_dims(policy: Any, batch: RolloutBatch, t_idx: torch.Tensor, n_idx: torch.Tensor, size: int) -> torch.Tensor:
+    """Per-dim log-probs ``(M, K, A)`` of the collected chunks ``(t_idx, n_idx)`` (M each) under the
+    policy before this update (the one that sampled them; a rollout stores only their sum), in
+    batches of ``size``; a ConfigError when the policy gives no per-dim terms."""
+    out = []
+    with torch.no_grad():
+        for sl in torch.arange(len(t_idx)).split(size):
+            obs, instr, act = batch.gather(t_idx[sl], n_idx[sl])
+            ev = policy.evaluate_actions(obs, instr, act)
+            if getattr(ev, "log_prob_dims", None) is None or getattr(ev, "dim_mask", None) is None:
+                raise ConfigError(
+                    f"rl.ratio='dim' needs per-dimension log-probs, which {type(policy).__name__} does not give; "
+                    "use rl.ratio=chunk"
+                )
+            out.append(ev.log_prob_dims)
+    return torch.cat(out)
+
+
+def clipped_surrogate(
+    log_ratio: torch.Tensor, adv: torch.Tensor, clip_eps: float, dim_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clipped policy-gradient loss per sample ``(B,)`` and the clipped fraction (a scalar).
+
+    ``log_ratio`` is ``(B,)`` (one ratio per chunk) or ``(B, K, A)`` with ``dim_mask`` ``(A,)``: one
+    ratio per dimension, the per-dim losses averaged over the active dims."""
+    log_ratio = log_ratio.clamp(-20.0, 20.0)
+    ratio = log_ratio.exp()
+    a = adv.view(-1, *([1] * (ratio.dim() - 1)))
+    pg = -torch.min(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
+    clipped = ((ratio.detach() - 1).abs() > clip_eps).float()
+    if dim_mask is None:
+        return pg, clipped.mean()
+    m = dim_mask.to(pg.dtype).expand_as(pg)
+    return (pg * m).flatten(1).sum(-1) / m.flatten(1).sum(-1), (clipped * m).sum() / m.sum()

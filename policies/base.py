@@ -48,11 +48,17 @@ class PolicyOutput:
 
 @dataclass
 class PolicyEval:
-    """Result of :meth:`Policy.evaluate_actions`: ``log_prob`` ``(B,)``, ``entropy`` ``(B,)``, ``value`` ``(B,)|None``."""
+    """Result of :meth:`Policy.evaluate_actions`: ``log_prob`` ``(B,)``, ``entropy`` ``(B,)``, ``value`` ``(B,)|None``.
+
+    Policies whose log-probability factorises over action dimensions also give ``log_prob_dims``
+    ``(B, K, A)`` (the terms ``log_prob`` sums, zero on inactive dims) and ``dim_mask`` ``(A,)``
+    (1.0 on the dims that are sampled and scored), for per-dimension (token-level) RL ratios."""
 
     log_prob: Tensor
     entropy: Tensor
     value: Tensor | None = None
+    log_prob_dims: Tensor | None = None
+    dim_mask: Tensor | None = None
 
 
 def to_tensor_obs(

@@ -5,6 +5,8 @@ Every head maps a feature vector ``(B, F)`` to a distribution over chunks ``(B, 
 * ``sample(feat, deterministic) -> (actions (B,K,A), log_prob (B,), entropy (B,))``
 * ``evaluate(feat, actions) -> (log_prob (B,), entropy (B,))``: the same log-probability the
   sample call returned for a chunk it produced (tested), differentiable.
+* ``evaluate_dims(feat, actions) -> (log_prob per dim (B,K,A), entropy (B,))``: the terms
+  ``evaluate`` sums (zero on inactive dims), for per-dimension (token-level) ratios in RL.
 * ``bc_loss(feat, actions, mask (B,K)) -> (loss, logs)`` for supervised fine-tuning.
 * ``set_active_dims(dims)``: action dims the embodiment ignores (e.g. the built-in suite's rotation
   dims, ``env.metadata["action_dims_used"]``) are emitted at their mode, without sampling noise, and
@@ -68,8 +70,14 @@ class ActionHead(nn.Module):
     def sample(self, feat: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         raise NotImplementedError
 
-    def evaluate(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def evaluate_dims(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """feat (B, F), actions (B, K, A) -> per-dim log-probs (B, K, A), zero on inactive dims, and entropy (B,)."""
         raise NotImplementedError
+
+    def evaluate(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """feat (B, F), actions (B, K, A) -> log_prob (B,) (the sum of :meth:`evaluate_dims`), entropy (B,)."""
+        lp, entropy = self.evaluate_dims(feat, actions)
+        return lp.flatten(1).sum(-1), entropy
 
     def bc_loss(self, feat: Tensor, actions: Tensor, mask: Tensor) -> tuple[Tensor, dict[str, float]]:
         raise NotImplementedError
@@ -136,7 +144,8 @@ class GaussianHead(ActionHead):
     def _gauss_entropy(self, std: Tensor) -> Tensor:
         return self._masked_sum(0.5 * math.log(2 * math.pi * math.e) + std.log())
 
-    def _log_prob(self, mu: Tensor, std: Tensor, actions: Tensor) -> Tensor:
+    def _log_prob_dims(self, mu: Tensor, std: Tensor, actions: Tensor) -> Tensor:
+        """(B, K, A) per-dim log-densities (censored or squashed), zero on inactive dims."""
         if self.squash:
             a = actions.clamp(-1 + _SQUASH_EPS, 1 - _SQUASH_EPS)
             u = torch.atanh(a)
@@ -146,17 +155,17 @@ class GaussianHead(ActionHead):
             lp_lo = torch.special.log_ndtr((-1.0 - mu) / std)
             lp_hi = torch.special.log_ndtr((mu - 1.0) / std)
             lp = torch.where(actions <= -1.0, lp_lo, torch.where(actions >= 1.0, lp_hi, lp_in))
-        return self._masked_sum(lp)
+        return lp * self.dim_mask
 
     def sample(self, feat: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         mu, std = self.params(feat)
         u = mu if deterministic else mu + std * torch.randn_like(mu) * self.dim_mask
         actions = torch.tanh(u).clamp(-1 + _SQUASH_EPS, 1 - _SQUASH_EPS) if self.squash else u.clamp(-1.0, 1.0)
-        return actions, self._log_prob(mu, std, actions), self._gauss_entropy(std)
+        return actions, self._log_prob_dims(mu, std, actions).flatten(1).sum(-1), self._gauss_entropy(std)
 
-    def evaluate(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def evaluate_dims(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         mu, std = self.params(feat)
-        return self._log_prob(mu, std, actions), self._gauss_entropy(std)
+        return self._log_prob_dims(mu, std, actions), self._gauss_entropy(std)
 
     def bc_loss(self, feat: Tensor, actions: Tensor, mask: Tensor) -> tuple[Tensor, dict[str, float]]:
         """Mean-squared error of the mean (in action space) plus the likelihood of the std (mean detached)."""
@@ -210,11 +219,10 @@ class TokenHead(ActionHead):
         lp = self._masked_sum(logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1))
         return self.centres[idx], lp, self._entropy(logp)
 
-    def evaluate(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def evaluate_dims(self, feat: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         logp = self._logits(feat)
         idx = self.to_bins(actions)
-        lp = self._masked_sum(logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1))
-        return lp, self._entropy(logp)
+        return logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1) * self.dim_mask, self._entropy(logp)
 
     def bc_loss(self, feat: Tensor, actions: Tensor, mask: Tensor) -> tuple[Tensor, dict[str, float]]:
         """Cross-entropy of the target bins (masked steps ignored)."""

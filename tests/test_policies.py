@@ -113,6 +113,15 @@ def test_sampled_log_prob_matches_evaluate(policy, deterministic):
     ev = policy.evaluate_actions(obs, INSTR * 2, out.actions)
     torch.testing.assert_close(ev.log_prob, out.log_prob, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(ev.entropy, out.entropy)
+    # per-dim terms (for token-level RL ratios) sum to the chunk's log-prob, zero on inactive dims
+    assert ev.log_prob_dims.shape == (4, 3, 7) and ev.dim_mask.shape == (7,)
+    torch.testing.assert_close(ev.log_prob_dims.flatten(1).sum(-1), ev.log_prob)
+    policy.head.set_active_dims([0, 1, 2, 6])
+    try:
+        ev = policy.evaluate_actions(obs, INSTR * 2, out.actions)
+        assert (ev.log_prob_dims[..., 3:6] == 0).all() and ev.dim_mask.tolist() == [1, 1, 1, 0, 0, 0, 1]
+    finally:
+        policy.head.set_active_dims(None)
 
 
 def test_evaluate_is_differentiable(policy):

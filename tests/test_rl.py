@@ -167,11 +167,13 @@ class TinyGaussianPolicy(nn.Module):
             else None
         )
 
-    def _logp(self, mu, std, a):
+    def _logp_dims(self, mu, std, a):
         a = a.clamp(-0.999999, 0.999999)
         u = torch.atanh(a)
-        lp = torch.distributions.Normal(mu, std).log_prob(u) - torch.log1p(-a.pow(2) + 1e-6)
-        return lp.sum(-1)
+        return torch.distributions.Normal(mu, std).log_prob(u) - torch.log1p(-a.pow(2) + 1e-6)
+
+    def _logp(self, mu, std, a):
+        return self._logp_dims(mu, std, a).sum(-1)
 
     def _forward(self, obs):
         s = torch.as_tensor(obs["state"]).float()
@@ -198,8 +200,13 @@ class TinyGaussianPolicy(nn.Module):
         from types import SimpleNamespace
 
         mu, std, v, ent = self._forward(obs)
+        lp = self._logp_dims(mu, std, actions.reshape(actions.shape[0], -1))
         return SimpleNamespace(
-            log_prob=self._logp(mu, std, actions.reshape(actions.shape[0], -1)), entropy=ent, value=v
+            log_prob=lp.sum(-1),
+            entropy=ent,
+            value=v,
+            log_prob_dims=lp.view(-1, self.chunk_size, self.action_dim),
+            dim_mask=torch.ones(self.action_dim),
         )
 
 
@@ -209,28 +216,59 @@ def success_rate(policy, episodes: int = 128, seed: int = 10_000) -> float:
     return float((batch.success & batch.valid).any(0).float().mean())
 
 
-def test_grpo_raises_success():
+@pytest.mark.parametrize("ratio", ["chunk", "dim"])
+def test_grpo_raises_success(ratio):
     torch.manual_seed(0)
     policy = TinyGaussianPolicy()
     before = success_rate(policy)
-    cfg = GRPOConfig(iterations=25, group_size=8, max_chunks=6, update_epochs=2, minibatch_size=128, lr=3e-3)
+    cfg = GRPOConfig(
+        iterations=25, group_size=8, max_chunks=6, update_epochs=2, minibatch_size=128, lr=3e-3, ratio=ratio
+    )
     hist = train_grpo(ReachEnv(64), policy, cfg, progress=False)
     after = success_rate(policy)
     assert len(hist) == 25 and all(0.0 <= h["kept_frac"] <= 1.0 for h in hist)
     assert after > before + 0.25, (before, after)
 
 
-@pytest.mark.parametrize("autoreset,critic", [("next_step", "value_head"), ("same_step", "value_net")])
-def test_ppo_raises_success(autoreset, critic):
+@pytest.mark.parametrize(
+    "autoreset,critic,ratio",
+    [("next_step", "value_head", "chunk"), ("same_step", "value_net", "chunk"), ("next_step", "value_head", "dim")],
+)
+def test_ppo_raises_success(autoreset, critic, ratio):
     """PPO with the policy's value head (NEXT_STEP autoreset) and with a separate conv critic
     on the rendered frames (SAME_STEP autoreset, bootstrapping truncations from final_obs)."""
     policy = TinyGaussianPolicy(seed=1, value_head=critic == "value_head")
     before = success_rate(policy)
-    cfg = PPOConfig(iterations=20, num_steps=6, update_epochs=4, minibatch_size=96, lr=3e-3, critic_lr=3e-3)
+    cfg = PPOConfig(
+        iterations=20, num_steps=6, update_epochs=4, minibatch_size=96, lr=3e-3, critic_lr=3e-3, ratio=ratio
+    )
     value_net = ValueNet(6, width=8) if critic == "value_net" else None
     train_ppo(ReachEnv(32, autoreset=autoreset), policy, cfg, critic=value_net, progress=False)
     after = success_rate(policy)
     assert after > before + 0.25, (before, after)
+
+
+def test_per_dim_surrogate_matches_chunk_gradient_and_clips_per_dim():
+    """At ratio 1 the per-dim loss is the chunk loss over the active-dim count (same gradient
+    direction); away from 1 it clips only the dims that drifted, where the chunk ratio clips all."""
+    from imagination.trainer_utils import clipped_surrogate
+
+    torch.manual_seed(0)
+    adv = torch.tensor([1.0, -0.5])
+    mask = torch.tensor([1.0, 1.0, 0.0])  # dim 2 inactive: zero log-prob terms, left out of the mean
+    lp = torch.randn(2, 4, 3) * mask
+    lp.requires_grad_(True)
+    old = lp.detach().clone()
+    pg_dim, _ = clipped_surrogate(lp - old, adv, 0.2, mask)
+    (g_dim,) = torch.autograd.grad(pg_dim.sum(), lp)
+    pg_chunk, _ = clipped_surrogate(lp.flatten(1).sum(-1) - old.flatten(1).sum(-1), adv, 0.2, None)
+    (g_chunk,) = torch.autograd.grad(pg_chunk.sum(), lp)
+    torch.testing.assert_close(g_dim * 8, g_chunk * mask)  # 8 active dims per chunk
+    drift = torch.zeros(2, 4, 3)
+    drift[:, 0, 0] = 0.5  # one dim's ratio e^0.5 = 1.65, beyond 1 + 0.2
+    _, frac_dim = clipped_surrogate(drift, adv, 0.2, mask)
+    _, frac_chunk = clipped_surrogate(drift.flatten(1).sum(-1), adv, 0.2, None)
+    assert float(frac_dim) == pytest.approx(1 / 8) and float(frac_chunk) == 1.0
 
 
 def test_group_shared_starts_and_masking():
@@ -289,6 +327,17 @@ def test_bad_inputs_are_one_line_errors():
         GRPOConfig(group_size=1)
     with pytest.raises(ConfigError, match="score='reward'"):
         GRPOConfig(score="reward")
+    with pytest.raises(ConfigError, match="ratio='token'"):
+        GRPOConfig(ratio="token")
+
+    class NoDimsPolicy(TinyGaussianPolicy):
+        def evaluate_actions(self, obs, instructions, actions):
+            ev = super().evaluate_actions(obs, instructions, actions)
+            ev.log_prob_dims = None
+            return ev
+
+    with pytest.raises(ConfigError, match="rl.ratio='dim' needs per-dimension log-probs, which NoDimsPolicy"):
+        train_grpo(ReachEnv(16), NoDimsPolicy(), GRPOConfig(iterations=5, group_size=4, ratio="dim"), progress=False)
     with pytest.raises(ConfigError, match="gamma=1.5"):
         PPOConfig(gamma=1.5)
 

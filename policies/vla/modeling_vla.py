@@ -138,12 +138,13 @@ class VLAPolicy(Policy):
         return PolicyOutput(actions, log_prob, entropy, value)
 
     def evaluate_actions(self, obs: dict, instructions: list[str], actions: Tensor) -> PolicyEval:
-        """Differentiable log_prob (B,) and entropy (B,) of given chunks ``actions`` (B, K, A), value (B,)|None."""
+        """Differentiable log_prob (B,) and entropy (B,) of given chunks ``actions`` (B, K, A), value (B,)|None,
+        with the per-dim terms ``log_prob_dims`` (B, K, A) and the head's active-dim mask (A,)."""
         o, text = self._prepare(obs, instructions)
         actions = self.check_chunk(actions, o["image"].shape[0])
         feat, value = self.net(o, text)
-        log_prob, entropy = self.head.evaluate(feat, actions)
-        return PolicyEval(log_prob, entropy, value)
+        lp_dims, entropy = self.head.evaluate_dims(feat, actions)
+        return PolicyEval(lp_dims.flatten(1).sum(-1), entropy, value, lp_dims, self.head.dim_mask)
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         """SFT loss. batch: ``image`` uint8 (B,H,W,3), ``state`` (B,D), [``wrist_image``], ``text`` (B,384),
