@@ -1218,6 +1218,26 @@ def test_object_dynamics_fits_on_fresh_policy_rollouts_too(data, tmp_path, capsy
     assert "writes the --policy episodes; there are none" in capsys.readouterr().err
 
 
+def test_object_dynamics_bootstrap_resamples_training_episodes_only(data):
+    """``bootstrap=True`` fits on as many training episodes drawn with replacement (some twice, some
+    left out) from the same split: the held-out episodes, and so the reported baseline, are the plain
+    fit's; another seed draws another resample."""
+    from dataclasses import replace
+
+    from worldmodels.object_dynamics import ObjectDynamicsConfig, fit_object_dynamics
+
+    cfg = ObjectDynamicsConfig(steps=20, batch_size=64, hidden=16, layers=1, test_fraction=0.25, seed=3)
+    _, plain = fit_object_dynamics(data, cfg, progress=False)
+    _, boot = fit_object_dynamics(data, replace(cfg, bootstrap=True), progress=False)
+    _, other = fit_object_dynamics(data, replace(cfg, bootstrap=True, seed=4), progress=False)
+    assert plain["train_distinct_episodes"] == plain["train_episodes"] == boot["train_episodes"]
+    assert boot["train_distinct_episodes"] < boot["train_episodes"]
+    assert boot["train_transitions"] != plain["train_transitions"]
+    assert boot["test_episodes"] == plain["test_episodes"]
+    assert boot["stay_put_error_moving_mean_m"] == plain["stay_put_error_moving_mean_m"]  # same held-out episodes
+    assert other["train_transitions"] != boot["train_transitions"]
+
+
 def test_object_dynamics_cli_saves_and_reuses_policy_rollouts(tmp_path, capsys):
     """``--save-rollouts F`` writes the --policy episodes (wmrl.data.save_trajectories_npz, which
     round-trips them exactly); ``--extra-rollouts F`` fits on them again without collecting; a

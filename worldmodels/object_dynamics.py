@@ -66,6 +66,9 @@ class ObjectDynamicsConfig:
         action and the offsets to the objects) and, attached to a world model, replace the pixel
         model's predicted proprio by it as well (the objects then move on this model's tcp).
     proprio_dim: size of the proprio state the arm model reads and predicts (``arm`` only).
+    bootstrap: fit on a bootstrap resample of the training episodes (as many, drawn with
+        replacement by ``seed``; the held-out split is unchanged), so ensemble members differ in
+        their data and not only in their initialisation and sampling.
     seed: seed of the split, the initialisation and the sampling (CPU runs are reproducible).
     """
 
@@ -86,6 +89,7 @@ class ObjectDynamicsConfig:
     test_fraction: float = 0.1
     arm: bool = False
     proprio_dim: int = 8
+    bootstrap: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -402,6 +406,8 @@ def fit_object_dynamics(
     perm = rng.permutation(n_ep)
     n_test = int(round(c.test_fraction * n_ep)) if n_ep > 1 else 0
     test_eps, train_eps = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    if c.bootstrap:  # after the split, so the held-out episodes are those of the plain fit
+        train_eps = np.sort(rng.choice(train_eps, size=len(train_eps), replace=True))
     tr = _tensors(transitions(traj, c, train_eps))
     active = (tr["objs"].abs() < c.active_bound).all(-1)  # (N, O)
     if not bool(active.any()):
@@ -455,6 +461,7 @@ def fit_object_dynamics(
     metrics: dict[str, Any] = {
         "train_transitions": int(len(tr["objs"])),
         "train_episodes": int(len(train_eps)),
+        "train_distinct_episodes": int(len(np.unique(train_eps))),
         "test_episodes": int(len(test_eps)),
         "final_loss_cm2": loss_v,
     }
@@ -512,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
         "--extra-rollouts", nargs="+", default=[], metavar="FILE.npz",
         help="saved real episodes to fit on too (--save-rollouts files, a co-evolution round's rollouts.npz)",
     )
+    p.add_argument(
+        "--bootstrap", action="store_true",
+        help="fit on a bootstrap resample (drawn by --seed) of the training episodes: ensemble members differ in data",
+    )
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -539,7 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     model, metrics = fit_object_dynamics(
         traj,
         ObjectDynamicsConfig(
-            steps=args.steps, seed=args.seed, arm=args.arm, proprio_dim=int(traj.states.shape[1])
+            steps=args.steps,
+            seed=args.seed,
+            arm=args.arm,
+            proprio_dim=int(traj.states.shape[1]),
+            bootstrap=args.bootstrap,
         ),
         progress=not args.no_progress,
     )
