@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.real_rl --runs runs/imagination_lift/seed_0 runs/imagination_lift/seed_1 ...
-        [--budget 380000] [--num-envs 64] [--variant NAME key=value ...] [--jobs 2] --out FILE.json
+        [--budget 380000] [--num-envs 64] [--variant NAME key=value ...] [--rl-seed N] [--jobs 2] --out FILE.json
     python -m benchmarks.real_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 RL in imagination can only lift a policy that the RL algorithm itself can lift. This benchmark
@@ -15,6 +15,9 @@ with the run's fixed evaluation protocol. Variants run side by side on the same 
 differences are the variants'. Default variants: ``default`` (the current ``conf/rl/grpo.yaml``)
 and ``sft_std_minibatch64`` (the settings before exploration_std existed: sampling with the SFT
 policy's own std and 64-sample minibatches).
+
+``--rl-seed N`` (N > 0) repeats every pair with other GRPO starts and sampling noise (folders
+``NAME_rlseedN``): GRPO's seed-to-seed spread is as large as most effects measured here.
 
 Each variant/seed writes a small run folder under ``--work`` (metrics.jsonl, checkpoints, the
 final policy and evaluation videos); a re-run resumes finished pairs.
@@ -56,10 +59,13 @@ def run_pair(
     overrides: list[str],
     budget: float,
     num_envs: int,
-    progress: bool,
+    rl_seed: int = 0,
+    progress: bool = True,
     config_name: str = "run",
 ) -> dict:
-    """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary."""
+    """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary. ``rl_seed``
+    > 0 repeats the RL with other starts and noise (``Pipeline.s_real_rl``'s seed offset
+    ``999 + 1000 * rl_seed``, as ``benchmarks.state_model_rl --rl-seed``; 0: the seeds used so far)."""
     from imagination.pipeline import Pipeline, load_run_config
 
     seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
@@ -69,7 +75,7 @@ def run_pair(
         config_name,
     )
     pipe = Pipeline(cfg, progress=progress)
-    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget))
+    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, seed_offset=999 + 1000 * rl_seed))
     hist = [json.loads(line) for line in (dst / "real_rl" / "rl" / "metrics.jsonl").read_text().splitlines()]
     train_success = [float(h.get("grpo/success_rate", h.get("ppo/episode_success", np.nan))) for h in hist]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
@@ -85,6 +91,7 @@ def run_pair(
         "train_success_by_iteration": train_success,
         "stage_time_s": float(out.get("stage_time_s", float("nan"))),
         "stage_cpu_s": float(out.get("stage_cpu_s", float("nan"))),
+        "rl_seed": int(rl_seed),
     }
 
 
@@ -172,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=380_000, help="real env steps of RL per seed and variant")
     p.add_argument("--num-envs", type=int, default=64, help="real sub-envs (a multiple of rl.group_size)")
     p.add_argument("--variant", nargs="+", action="append", metavar="NAME [key=value ...]")
+    p.add_argument(
+        "--rl-seed", type=int, default=0,
+        help="> 0: repeat the RL with other starts and noise (pair folders NAME_rlseedN); 0: the seeds used so far",
+    )
     p.add_argument("--work", type=Path, default=None, help="default runs/real_rl_benchmark[_quick]")
     p.add_argument(
         "--quick",
@@ -198,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.work is None:
         a.work = Path("runs/real_rl_benchmark_quick" if a.quick else "runs/real_rl_benchmark")
     variants = _parse_variants(a.variant)
+    if a.rl_seed < 0:
+        from wmrl.errors import WmrlError
+
+        raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the seeds used so far)")
     t0 = time.perf_counter()
     pairs = [(name, src) for name in variants for src in a.runs]
     results: dict[str, dict[str, dict]] = {name: {} for name in variants}
@@ -207,13 +222,15 @@ def main(argv: list[str] | None = None) -> int:
         results[name][keys[src]] = r
         print(f"{name} {keys[src]}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
 
-    args = {(n, s): (s, a.work / n / keys[s], variants[n], budget, num_envs) for n, s in pairs}
+    folder = {n: n if a.rl_seed == 0 else f"{n}_rlseed{a.rl_seed}" for n in variants}  # a repeat never resumes another seed's
+    args = {(n, s): (s, a.work / folder[n] / keys[s], variants[n], budget, num_envs, a.rl_seed) for n, s in pairs}
     run_pairs(run_pair, args, a.jobs, not a.no_progress, config_name, done)
     results = {n: {keys[s]: results[n][keys[s]] for s in a.runs} for n in variants}  # stable order
     res = {
         "variants": summarize(results),
         "variant_overrides": variants,
         "budget_real_env_steps": budget,
+        "rl_seed": a.rl_seed,
         **run_fields(a, num_envs, config_name, t0),
     }
     atomic_write_json(a.out, res)

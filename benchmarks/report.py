@@ -213,6 +213,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _variant(d, "sft_std_minibatch64"), ""),
     ("real_rl_sweep.json", "same benchmark on the state-rule runs' SFT policies: defaults / exploration_std 0.05 "
      "with 4 update epochs", lambda d: f"{_variant(d, 'default')} / {_variant(d, 'std05_ep4')}", ""),
+    ("real_rl_ratio.json", "same benchmark (fresh runs of the same recipe), one clipped importance ratio per action "
+     "dimension (rl.ratio=dim) against one per chunk (the default): chunk / dim",
+     lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
+    ("real_rl_ratio_rlseed1.json", "same, repeated with other GRPO starts and noise (--rl-seed 1): chunk / dim",
+     lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
+    ("real_rl_ratio_rlseed2.json", "same, --rl-seed 2: chunk / dim",
+     lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
     ("real_rl_sweep_seed0.json", "seed 0 only (SFT 0.342): defaults / lr 3e-4 / lr 1e-3 with 4 epochs / PPO "
      "(sparse success, value-head critic)",
      lambda d: " / ".join(_fmt(_get(d, f"variants.{k}.rl_success")) for k in ("default", "lr3e-4", "lr1e-3_ep4", "ppo")),
@@ -307,6 +314,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_rl_ensemble_terminate_2cm.json", "same, ended at 2 cm",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("state_model_rl_ensemble.json", "same ensemble world without the disagreement gate",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_bootstrap_terminate.json", "same world (terminate at 2.5 cm), the members fitted on bootstrap "
+     "resamples of the demo episodes (object_dynamics --bootstrap, fit seeds 100-102; fresh runs of the same "
+     "recipe): real success SFT -> after",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_bootstrap_terminate_rlseed1.json", "same bootstrap ensemble, --rl-seed 1",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
      "all stages (s)", "wall_time_s", "<= 1800"),

@@ -624,6 +624,11 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     with pytest.raises(WmrlError, match="no integer seed"):  # finished stages but no config.yaml
         run_pair(tmp_path / "half", tmp_path / "dst", [], 10.0, 8, progress=False)
     assert not (tmp_path / "dst").exists()  # nothing written on bad input
+    from benchmarks.real_rl import main as real_rl_main
+
+    with pytest.raises(WmrlError, match="--rl-seed -1 must be >= 0"):
+        real_rl_main(["--runs", str(tmp_path / "half"), "--rl-seed", "-1", "--out", str(tmp_path / "o.json")])
+    assert not (tmp_path / "o.json").exists()
     assert _parse_variants(None) == DEFAULT_VARIANTS
     assert _parse_variants([["lr3", "rl.lr=0.0003"]]) == {"lr3": ["rl.lr=0.0003"]}
     with pytest.raises(ConfigError, match="expected a new NAME"):
