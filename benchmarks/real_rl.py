@@ -64,8 +64,8 @@ def run_pair(
     config_name: str = "run",
 ) -> dict:
     """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary. ``rl_seed``
-    > 0 repeats the RL with other starts and noise (``Pipeline.s_real_rl``'s seed offset
-    ``999 + 1000 * rl_seed``, as ``benchmarks.state_model_rl --rl-seed``; 0: the seeds used so far)."""
+    > 0 repeats the RL with other starts and noise (``Pipeline.s_real_rl``'s, as
+    ``benchmarks.state_model_rl --rl-seed``; 0: the seeds used so far)."""
     from imagination.pipeline import Pipeline, load_run_config
 
     seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
@@ -75,7 +75,7 @@ def run_pair(
         config_name,
     )
     pipe = Pipeline(cfg, progress=progress)
-    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, seed_offset=999 + 1000 * rl_seed))
+    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, rl_seed=rl_seed))
     hist = [json.loads(line) for line in (dst / "real_rl" / "rl" / "metrics.jsonl").read_text().splitlines()]
     train_success = [float(h.get("grpo/success_rate", h.get("ppo/episode_success", np.nan))) for h in hist]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())

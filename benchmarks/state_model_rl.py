@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._split_worlds import ADVANCE_RULES, SUCCESS_RULES
 from benchmarks._stats import run_keys
 from benchmarks.real_rl import _link_run, _seed_of, run_fields, run_pairs
 
@@ -140,7 +141,7 @@ def run_world(
     pipe = Pipeline(cfg, progress=progress)
     stage = f"{world}_rl"
     resumed = (dst / "stages" / f"{stage}.json").exists()  # finished by an earlier invocation: read back
-    out = pipe.stage(stage, lambda: pipe.s_real_rl(None, make_world, name=stage, seed_offset=999 + 1000 * rl_seed))
+    out = pipe.stage(stage, lambda: pipe.s_real_rl(None, make_world, name=stage, rl_seed=rl_seed))
     hist = [json.loads(line) for line in (dst / stage / "rl" / "metrics.jsonl").read_text().splitlines()]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
     train = [float(h["grpo/success_rate"]) for h in hist]
@@ -239,9 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the arm-and-object state model's folder in each run (python -m worldmodels.object_dynamics --arm); "
         "several: an ensemble",
     )
-    p.add_argument("--success", default="all", choices=("all", "any", "advanced"),
+    p.add_argument("--success", default="all", choices=SUCCESS_RULES,
                    help="ensemble: the task's rule must hold on all members' predictions, any, or the advanced one's")
-    p.add_argument("--advance", default="random", choices=("random", "first"),
+    p.add_argument("--advance", default="random", choices=ADVANCE_RULES,
                    help="ensemble: the member the env advances with per step (random: seeded draw, as MOPO)")
     p.add_argument("--max-disagreement", type=float, default=None, metavar="METRES",
                    help="ensemble: a step whose members' tcp/cube predictions lie further apart is unreliable")

@@ -780,15 +780,15 @@ class Pipeline:
         return summary
 
     def s_real_rl(
-        self, budget: float | None, world: Any = None, name: str = "real_rl", seed_offset: int = 999
+        self, budget: float | None, world: Any = None, name: str = "real_rl", rl_seed: int = 0
     ) -> dict:
         """RL from the SFT policy from the real simulator's starts (t=0, full episodes; GRPO groups share a
         task and a start), then the real evaluation; written to ``RUN/<name>``. ``budget``: real env steps
         (0: no RL; None: the config's ``rl.iterations``). ``world``: None trains in the real simulator
         (the baseline); else a function of the real (same-step) vector env returning the env RL trains
         in instead, from the real env's resets (``benchmarks.state_model_rl``); its ``real_sim_calls``
-        (if it has them) are reported and it has no real env steps. ``seed_offset``: the RL seed is
-        ``seed * 100 + seed_offset`` (its starts and noise; another offset repeats the RL independently)."""
+        (if it has them) are reported and it has no real env steps. ``rl_seed``: 0 gives the RL seed
+        ``seed * 100 + 999`` (its starts and noise); N > 0 an independent repeat (offset ``999 + 1000 * N``)."""
         import envs
         from envs.wrappers import ActionChunkWrapper
 
@@ -811,7 +811,7 @@ class Pipeline:
                 env,
                 policy,
                 out,
-                seed_offset=seed_offset,
+                seed_offset=999 + 1000 * rl_seed,
                 max_env_steps=budget,
                 max_chunks=envs.full_episode_chunks(tasks, policy.chunk_size),
             )
