@@ -105,16 +105,26 @@ class StateModelRollout:
         self.spread = np.zeros(len(self.task_ids), np.float32)
         self.member = np.zeros(len(self.task_ids), np.int64)  # the member each sub-env advanced with last
 
-    def restart(self, ids: np.ndarray, proprio: np.ndarray, env_state: np.ndarray) -> None:
-        """Start sub-envs ``ids`` (M,) again at rest at proprio (M, P) and environment state (M, E)
-        (one step earlier = now, as a context of one state does)."""
+    def restart(
+        self,
+        ids: np.ndarray,
+        proprio: np.ndarray,
+        env_state: np.ndarray,
+        prev_proprio: Any = None,
+        prev_objects: Any = None,
+    ) -> None:
+        """Start sub-envs ``ids`` (M,) again at proprio (M, P) and environment state (M, E): at rest (one
+        step earlier = now, as a context of one state does), or moving, from ``prev_proprio`` (M, P) and
+        ``prev_objects`` (M, O, 3) one step earlier (a branch from a real state mid-episode)."""
         import torch
 
         p = torch.as_tensor(np.asarray(proprio, np.float32))
         objs = torch.as_tensor(np.asarray(env_state, np.float32)[:, : self.o3]).unflatten(-1, (-1, 3))
+        p_prev = p if prev_proprio is None else torch.as_tensor(np.asarray(prev_proprio, np.float32))
+        objs_prev = objs if prev_objects is None else torch.as_tensor(np.asarray(prev_objects, np.float32))
         self.now, self.prev = self.now.clone(), self.prev.clone()  # they may share memory with each other
         self.objs, self.objs_prev = self.objs.clone(), self.objs_prev.clone()
-        self.now[ids], self.prev[ids], self.objs[ids], self.objs_prev[ids] = p, p, objs, objs
+        self.now[ids], self.prev[ids], self.objs[ids], self.objs_prev[ids] = p, p_prev, objs, objs_prev
         self.env_now[ids] = np.asarray(env_state, np.float32)
         self.spread[ids] = 0.0
 
@@ -296,7 +306,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
     Args:
         env: a :class:`envs.tabletop.TabletopVectorEnv` (not chunked; any autoreset mode, sparse
             reward, no wrist camera). Its resets give the layouts, instructions and first states;
-            nothing ever steps its physics: it only draws (``render_states``).
+            it only draws (``render_states``); its physics steps only in a real prefix (``real_steps``).
         model: an arm-and-object :class:`worldmodels.object_dynamics.ObjectDynamics` (``config.arm``), or
             an ensemble: a non-empty list of them that read and predict the same things (fit seeds differ).
         success: with an ensemble, a step succeeds when the task's rule holds on ``all`` members'
@@ -310,6 +320,14 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             ``gate="terminate"``: the episode ends there as a failure (truncated, no ``gate_ok``: GRPO keeps
             and scores it, MOReL's halt). None: no gate.
         seed: the base seed of ``advance="random"``.
+        real_steps: the first ``real_steps`` steps of every episode step the real simulator's physics (the
+            policy's own real states; ``env`` must autoreset on the same step), and the model takes over
+            from the real state reached, moving as it moved (MBPO's rollouts branched from real states).
+            Every step taken while any sub-env is in its real prefix steps all sub-envs' physics, without
+            autoreset (a sub-env past its prefix keeps its layout; only its cubes' orientation, which the
+            drawing keeps, can change). ``real_sim_calls["prefix_steps"]`` counts the prefix sub-envs'
+            steps (the real experience: real env steps) and ``["physics_steps"]`` all physics steps taken
+            (compute). 0: the model from the reset.
 
     ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
     env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
@@ -338,6 +356,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         max_disagreement: float | None = None,
         gate: str = "mask",
         seed: int = 0,
+        real_steps: int = 0,
     ):
         from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
         from wmrl.errors import WmrlError
@@ -362,6 +381,14 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             raise WmrlError("max_disagreement gates on the members' spread; it needs an ensemble of 2 or more")
         if gate not in ("mask", "terminate"):
             raise WmrlError(f"gate={gate!r}; expected 'mask' or 'terminate'")
+        if isinstance(real_steps, bool) or not isinstance(real_steps, (int, np.integer)) or real_steps < 0:
+            raise WmrlError(f"real_steps={real_steps!r}; expected an integer >= 0 (real physics steps per episode)")
+        if real_steps and env.metadata["autoreset_mode"] != gymnasium.vector.AutoresetMode.SAME_STEP:
+            raise WmrlError(
+                f"real_steps={real_steps} needs an env that autoresets on the same step; it has "
+                f"autoreset_mode={env.metadata['autoreset_mode']}"
+            )
+        self.real_steps = int(real_steps)
         self.env, self.model = env, self.models[0]
         self.success_rule, self.advance, self.gate = success, advance, gate
         self.max_disagreement = None if max_disagreement is None else float(max_disagreement)
@@ -380,8 +407,11 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         self._frames: np.ndarray | None = None  # the last observation's frames (N, H, W, 3)
         self.rollout: StateModelRollout | None = None
         # what was asked of the real simulator: reset calls (each draws every sub-env once), the sub-envs
-        # they reset, render_states calls (N frames each); nothing steps its physics
-        self.real_sim_calls = {"resets": 0, "sub_env_resets": 0, "render_states": 0}
+        # they reset, render_states calls (N frames each); with real_steps, the sub-env physics steps taken
+        # (compute) and those of sub-envs in their prefix (real experience: the real env steps used)
+        self.real_sim_calls = {
+            "resets": 0, "sub_env_resets": 0, "render_states": 0, "physics_steps": 0, "prefix_steps": 0
+        }
 
     @property
     def instructions(self) -> list[str]:
@@ -448,13 +478,20 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         a = check_actions(actions, self.num_envs)
         next_step = self._autoreset == AutoresetMode.NEXT_STEP
         pending = self._needs_reset.copy() if next_step else np.zeros(self.num_envs, bool)
+        prefix = self._steps < self.real_steps  # sub-envs still in their episode's real prefix
+        real = self._real_step(a, prefix) if prefix.any() else None
         success = self.rollout.step(a[:, None])
         check_finite("state model prediction", self.rollout.now)
         check_finite("state model prediction", self.rollout.objs)
+        if real is not None:  # the prefix sub-envs are where the physics took them
+            ids, r_obs, r_info, env_states, prev_p, prev_o = real
+            success[prefix] = np.asarray(r_info["success"], bool)[prefix]
+            self.rollout.restart(ids, r_obs["state"][ids], env_states[ids], prev_p, prev_o)
         self._steps += 1
         terminated = success.copy()
         truncated = (self._steps >= self.max_steps) & ~terminated
         spread = self.rollout.spread.copy()
+        spread[prefix] = 0.0
         gate_ok = np.ones(self.num_envs, bool) if self.max_disagreement is None else spread <= self.max_disagreement
         if self.gate == "terminate":
             truncated |= ~gate_ok & ~terminated
@@ -473,6 +510,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             info["gate_ok"] = gate_ok
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
             final_obs, final_instr = self._observe(), list(self.instructions)
+            if real is not None:  # the real prefix shows the physics' own observations
+                final_obs = self._with_real(prefix, real[1], final_obs)
             real = self._real_reset(done)
             self._frames = np.where(done[:, None, None, None], real["image"], final_obs["image"])
             obs = {"image": self._frames, "state": self.rollout.now.numpy().astype(np.float32)}
@@ -482,11 +521,35 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             info["instruction"] = list(self.instructions)
         else:
             obs = self._observe()
+            if real is not None:
+                obs = self._with_real(prefix, real[1], obs)
+                self._frames = obs["image"]
             if restarted is not None:  # a restarted sub-env shows the real env's first frame
                 self._frames = obs["image"] = np.where(pending[:, None, None, None], restarted, obs["image"])
             if next_step:
                 self._needs_reset = done.copy()
         return obs, reward, terminated, truncated, info
+
+    def _real_step(self, actions: np.ndarray, prefix: np.ndarray) -> tuple:
+        """Step the real physics of every sub-env with ``actions`` (N, A) for the sub-envs in ``prefix``
+        (N,): (their ids, the real obs and info, the environment states (N, E), and the proprio (M, P)
+        and object positions (M, O, 3) the rollout held for them one step earlier)."""
+        ids = np.flatnonzero(prefix)
+        prev_p, prev_o = self.rollout.now[ids].clone(), self.rollout.objs[ids].clone()
+        # no autoreset: a sub-env past its prefix keeps the layout its model episode is drawn in
+        r_obs, _, _, _, r_info = self.env.step_without_autoreset(actions)
+        self.real_sim_calls["physics_steps"] += self.num_envs
+        self.real_sim_calls["prefix_steps"] += len(ids)
+        return ids, r_obs, r_info, self.env.environment_state(), prev_p, prev_o
+
+    @staticmethod
+    def _with_real(prefix: np.ndarray, r_obs: dict, obs: dict) -> dict[str, np.ndarray]:
+        """``obs`` (``image`` (N, H, W, 3), ``state`` (N, P)) with the real prefix sub-envs' observations
+        after this step (an episode the physics ended: its final one; nothing autoreset it)."""
+        return {
+            k: np.where(prefix.reshape(-1, *[1] * (v.ndim - 1)), np.asarray(r_obs[k]), v).astype(v.dtype)
+            for k, v in obs.items()
+        }
 
     def _log_spread(self, spread: np.ndarray, done: np.ndarray) -> None:
         """Keep each episode's largest spread; a sub-env's first episode after a full reset goes to the log."""

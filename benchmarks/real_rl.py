@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.real_rl --runs runs/imagination_lift/seed_0 runs/imagination_lift/seed_1 ...
-        [--budget 380000] [--num-envs 64] [--variant NAME key=value ...] [--rl-seed N] [--jobs 2] --out FILE.json
+        [--budget 380000] [--curve 760000 1520000] [--num-envs 64] [--variant NAME key=value ...] [--rl-seed N] [--jobs 2] --out FILE.json
     python -m benchmarks.real_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 RL in imagination can only lift a policy that the RL algorithm itself can lift. This benchmark
@@ -15,6 +15,9 @@ with the run's fixed evaluation protocol. Variants run side by side on the same 
 differences are the variants'. Default variants: ``default`` (the current ``conf/rl/grpo.yaml``)
 and ``sft_std_minibatch64`` (the settings before exploration_std existed: sampling with the SFT
 policy's own std and 64-sample minibatches).
+
+``--curve B2 B3 ...`` goes on with the same RL run to each larger budget and evaluates it there
+(a learning curve: does the lift keep growing with real steps, or level off?).
 
 ``--rl-seed N`` (N > 0) repeats every pair with other GRPO starts and sampling noise (folders
 ``NAME_rlseedN``): GRPO's seed-to-seed spread is as large as most effects measured here.
@@ -60,12 +63,14 @@ def run_pair(
     budget: float,
     num_envs: int,
     rl_seed: int = 0,
+    curve: tuple[float, ...] = (),
     progress: bool = True,
     config_name: str = "run",
 ) -> dict:
     """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary. ``rl_seed``
     > 0 repeats the RL with other starts and noise (``Pipeline.s_real_rl``'s, as
-    ``benchmarks.state_model_rl --rl-seed``; 0: the seeds used so far)."""
+    ``benchmarks.state_model_rl --rl-seed``; 0: the seeds used so far). ``curve``: larger budgets the
+    same RL run goes on to after ``budget`` (resumed from its checkpoint), evaluated at each."""
     from imagination.pipeline import Pipeline, load_run_config
 
     seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
@@ -76,6 +81,10 @@ def run_pair(
     )
     pipe = Pipeline(cfg, progress=progress)
     out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, rl_seed=rl_seed))
+    points = [out]
+    for b in curve:
+        tag = f"_{int(b)}"
+        points.append(pipe.stage(f"real_rl{tag}", lambda b=b, tag=tag: pipe.s_real_rl(b, rl_seed=rl_seed, tag=tag)))
     hist = [json.loads(line) for line in (dst / "real_rl" / "rl" / "metrics.jsonl").read_text().splitlines()]
     train_success = [float(h.get("grpo/success_rate", h.get("ppo/episode_success", np.nan))) for h in hist]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
@@ -92,6 +101,16 @@ def run_pair(
         "stage_time_s": float(out.get("stage_time_s", float("nan"))),
         "stage_cpu_s": float(out.get("stage_cpu_s", float("nan"))),
         "rl_seed": int(rl_seed),
+        "curve": [
+            {
+                "budget_real_env_steps": float(p["real_env_steps_budget"]),
+                "real_env_steps": float(p["real_env_steps"]),
+                "rl_iterations": int(p["rl_iterations"]),
+                "rl_success": float(p["eval"]["success"]),
+                "per_task": p["eval"]["per_task"],
+            }
+            for p in points
+        ],
     }
 
 
@@ -157,9 +176,24 @@ def summarize(results: dict[str, dict[str, dict]]) -> dict[str, Any]:
             "lift": float(np.mean(lifts)),
             "lift_per_seed": lifts,
             "seeds_lifted": int(sum(x > 0 for x in lifts)),
+            "curve": _mean_curve(per_seed),
             "per_seed": per_seed,
         }
     return out
+
+
+def _mean_curve(per_seed: dict[str, dict]) -> list[dict[str, Any]]:
+    """Per budget of the learning curve: the mean RL success over seeds, per-seed values and iterations."""
+    curves = [r.get("curve", []) for r in per_seed.values()]
+    return [
+        {
+            "budget_real_env_steps": points[0]["budget_real_env_steps"],
+            "rl_success": float(np.mean([p["rl_success"] for p in points])),
+            "rl_success_per_seed": [p["rl_success"] for p in points],
+            "rl_iterations_per_seed": [p["rl_iterations"] for p in points],
+        }
+        for points in zip(*curves)
+    ]
 
 
 def _parse_variants(tokens: list[list[str]] | None) -> dict[str, list[str]]:
@@ -177,6 +211,15 @@ def main(argv: list[str] | None = None) -> int:
         "runs/imagination_lift/seed_{0,1,2}; quick: runs/imagination_lift_quick/seed_0)",
     )
     p.add_argument("--budget", type=float, default=380_000, help="real env steps of RL per seed and variant")
+    p.add_argument(
+        "--curve",
+        nargs="+",
+        type=float,
+        default=[],
+        metavar="STEPS",
+        help="larger budgets (increasing) the same RL run goes on to after --budget, evaluated at each: "
+        "a learning curve (quick: always one point, 4,000)",
+    )
     p.add_argument("--num-envs", type=int, default=64, help="real sub-envs (a multiple of rl.group_size)")
     p.add_argument("--variant", nargs="+", action="append", metavar="NAME [key=value ...]")
     p.add_argument(
@@ -187,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="conf/run_quick.yaml (the runs must be quick ones), 8 sub-envs, a 2,000-step budget (CI smoke)",
+        help="conf/run_quick.yaml (the runs must be quick ones), 8 sub-envs, a 2,000-step budget and a curve "
+        "point at 4,000 (CI smoke)",
     )
     p.add_argument("--jobs", type=int, default=1, help="variant/seed pairs run at once (spawned processes)")
     p.add_argument("--no-progress", action="store_true")
@@ -199,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     budget = 2_000.0 if a.quick else float(a.budget)
+    curve = (4_000.0,) if a.quick else tuple(a.curve)
+    if any(b <= prev for prev, b in zip((budget, *curve), curve)):
+        from wmrl.errors import WmrlError
+
+        raise WmrlError(f"--curve {list(curve)} must increase and start above --budget {budget:g}")
     num_envs, config_name = (8, "run_quick") if a.quick else (a.num_envs, "run")
     if a.runs is None:
         a.runs = (
@@ -223,13 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} {keys[src]}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
 
     folder = {n: n if a.rl_seed == 0 else f"{n}_rlseed{a.rl_seed}" for n in variants}  # a repeat never resumes another seed's
-    args = {(n, s): (s, a.work / folder[n] / keys[s], variants[n], budget, num_envs, a.rl_seed) for n, s in pairs}
+    args = {(n, s): (s, a.work / folder[n] / keys[s], variants[n], budget, num_envs, a.rl_seed, curve) for n, s in pairs}
     run_pairs(run_pair, args, a.jobs, not a.no_progress, config_name, done)
     results = {n: {keys[s]: results[n][keys[s]] for s in a.runs} for n in variants}  # stable order
     res = {
         "variants": summarize(results),
         "variant_overrides": variants,
         "budget_real_env_steps": budget,
+        "curve_real_env_steps": [budget, *curve] if curve else [],
         "rl_seed": a.rl_seed,
         **run_fields(a, num_envs, config_name, t0),
     }

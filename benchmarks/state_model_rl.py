@@ -5,7 +5,7 @@ Usage::
     python -m benchmarks.state_model_rl --runs runs/s15/lift/seed_0 runs/s15/lift/seed_1 ...
         [--object-dynamics object_dynamics_arm [od_demo_f1 ...]] [--success all|any|advanced]
         [--advance random|first] [--max-disagreement METRES] [--gate mask|terminate]
-        [--iterations N] [--num-envs 64] [--real-baseline] [--jobs 2] [--work DIR] --out FILE.json
+        [--real-steps K] [--iterations N] [--num-envs 64] [--real-baseline] [--jobs 2] [--work DIR] --out FILE.json
     python -m benchmarks.state_model_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 RL in imagination does not lift the SFT policy, while ``benchmarks.rl_headroom --rendered-state-model``
@@ -36,6 +36,13 @@ cube predictions ever lie further apart than that is left out of GRPO's update (
 ends there as a failure that GRPO scores (``--gate terminate``, MOReL's halt). Each seed then also
 reports its masked fraction per iteration and the distribution of the members' largest spread per
 episode (with the share above the threshold: what ``terminate`` ends).
+
+``--real-steps K`` branches the model's episodes from real states of the policy being trained, as MBPO
+branches short model rollouts from real ones: every episode's first K steps step the real simulator,
+and the state model goes on from the real state reached. The prefix steps are the real env steps it
+used (``real_env_steps_used``), to set against ``benchmarks.real_rl`` at the same real budget; the
+batched simulator steps every sub-env's physics while any is in its prefix (``real_sim_calls``'
+``physics_steps``: compute, not experience).
 """
 
 from __future__ import annotations
@@ -99,6 +106,7 @@ def run_world(
     num_envs: int,
     ensemble: dict[str, Any] | None = None,
     rl_seed: int = 0,
+    real_steps: int = 0,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -107,7 +115,9 @@ def run_world(
     ``StateModelVectorEnv`` options ``success``, ``advance``, ``max_disagreement``, ``gate``; ``real``:
     the real simulator) for ``iterations`` iterations, in run folder ``dst``, then the real evaluation;
     returns the seed's summary. ``rl_seed`` > 0 repeats the RL with other starts and noise (0: the
-    real-RL baseline's seeds, as ``benchmarks.real_rl``)."""
+    real-RL baseline's seeds, as ``benchmarks.real_rl``). ``real_steps`` > 0: every episode's first
+    ``real_steps`` steps are the real simulator's and the state model branches from there
+    (``StateModelVectorEnv(real_steps=...)``); their physics steps are the real env steps used."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -125,7 +135,7 @@ def run_world(
         models = [ObjectDynamics.from_pretrained(d) for d in dirs]
         for m in models:
             check_state_model(m, STATE_DIM)  # before any work
-        opts = dict(ensemble or {})
+        opts = {**(ensemble or {}), "real_steps": real_steps}
 
         def make_world(real: Any) -> StateModelVectorEnv:
             env = StateModelVectorEnv(real, models if isinstance(model_dir, list) else models[0], **opts)
@@ -178,7 +188,10 @@ def run_world(
         "train_success_by_iteration": train,  # sampled episodes inside the world RL trains in
         "train_success_last4": float(np.mean(train[-4:])) if train else float("nan"),
         "world_env_steps": float(out.get("world_env_steps", out["real_env_steps"])),
-        "real_env_steps_used": float(out["real_env_steps"]),  # RL's real physics steps (0 in the state model)
+        # RL's real env steps: the real world's, or a real prefix's (counted by the invocation that trained)
+        "real_env_steps_used": float(out["real_env_steps"])
+        + float(out.get("real_sim_calls", {}).get("prefix_steps", 0.0)),
+        "real_steps_per_episode": int(real_steps) if world == "state_model" else None,
         "real_sim_calls": out.get("real_sim_calls", {}),
         "eval_env_steps": float(out["eval"]["eval_env_steps"]),
         "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
@@ -248,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="ensemble: a step whose members' tcp/cube predictions lie further apart is unreliable")
     p.add_argument("--gate", default="mask", choices=("mask", "terminate"),
                    help="ensemble with --max-disagreement: GRPO drops the trajectory (mask) or it ends as a scored failure")
+    p.add_argument("--real-steps", type=int, default=0, metavar="K",
+                   help="the first K steps of every episode are the real simulator's; the state model branches "
+                   "from the real state reached (MBPO); their physics steps count as real env steps")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
     p.add_argument("--rl-seed", type=int, default=0,
                    help="0: the real-RL baseline's RL seeds; N > 0: an independent repeat (other starts and noise)")
@@ -285,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     worlds = ["state_model", "real"] if a.real_baseline or a.quick else ["state_model"]
     if a.rl_seed < 0:
         raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the real-RL baseline's seeds)")
+    if a.real_steps < 0:
+        raise WmrlError(f"--real-steps {a.real_steps} must be >= 0 (real physics steps per episode)")
     is_ensemble = len(a.object_dynamics) > 1
     if a.quick and is_ensemble:
         raise WmrlError("--quick fits one tiny state model; give one --object-dynamics")
@@ -308,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             models[src] = dirs if is_ensemble else dirs[0]
     args = {
         (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
-                 iterations, num_envs, ensemble, a.rl_seed)
+                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps)
         for w in worlds
         for s in a.runs
     }
@@ -334,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick_state_model_real_env_steps": quick_real_steps,
         "iterations": iterations,
         "rl_seed": a.rl_seed,
+        "real_steps_per_episode": a.real_steps,
         **run_fields(a, num_envs, config_name, t0),
     }
     atomic_write_json(a.out, res)

@@ -30,6 +30,7 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     budget_exhausted,
+    checkpoint_budget_stop,
     clipped_surrogate,
     iteration_generator,
     old_log_prob_dims,
@@ -174,7 +175,9 @@ def grpo_update(
             obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
             ev = policy.evaluate_actions(obs, instr, act)
             if old_dims is not None:
-                pg, clip_frac = clipped_surrogate(ev.log_prob_dims - old_dims[mb], adv[mb], cfg.clip_eps, ev.dim_mask)
+                pg, clip_frac = clipped_surrogate(
+                    ev.log_prob_dims - old_dims[mb], adv[mb], cfg.clip_eps, ev.dim_mask
+                )
             else:
                 pg, clip_frac = clipped_surrogate(ev.log_prob - old_logp[mb], adv[mb], cfg.clip_eps, None)
             log_ratio = (ev.log_prob - old_logp[mb]).clamp(-20.0, 20.0)  # the chunk's, for the KL statistic
@@ -241,6 +244,9 @@ def train_grpo(
     )
     for it in bar:
         if budget_exhausted(history, max_env_steps):  # stop before the next iteration would exceed it
+            checkpoint_budget_stop(
+                run, it, start, cfg.checkpoint_every, {"policy": policy}, {"policy": opt}, history
+            )
             break
         t0 = time.perf_counter()
         gen = iteration_generator(cfg.seed, it)

@@ -780,7 +780,7 @@ class Pipeline:
         return summary
 
     def s_real_rl(
-        self, budget: float | None, world: Any = None, name: str = "real_rl", rl_seed: int = 0
+        self, budget: float | None, world: Any = None, name: str = "real_rl", rl_seed: int = 0, tag: str = ""
     ) -> dict:
         """RL from the SFT policy from the real simulator's starts (t=0, full episodes; GRPO groups share a
         task and a start), then the real evaluation; written to ``RUN/<name>``. ``budget``: real env steps
@@ -788,7 +788,9 @@ class Pipeline:
         (the baseline); else a function of the real (same-step) vector env returning the env RL trains
         in instead, from the real env's resets (``benchmarks.state_model_rl``); its ``real_sim_calls``
         (if it has them) are reported and it has no real env steps. ``rl_seed``: 0 gives the RL seed
-        ``seed * 100 + 999`` (its starts and noise); N > 0 an independent repeat (offset ``999 + 1000 * N``)."""
+        ``seed * 100 + 999`` (its starts and noise); N > 0 an independent repeat (offset ``999 + 1000 * N``).
+        ``tag``: a later point of the same RL run (resumed from its last checkpoint and trained on to the
+        larger ``budget``) saves its policy as ``policy<tag>`` and its evaluation videos as ``<name><tag>``."""
         import envs
         from envs.wrappers import ActionChunkWrapper
 
@@ -822,8 +824,8 @@ class Pipeline:
             summary["world_env_steps"] = steps
             summary["real_sim_calls"] = dict(getattr(trained_in, "real_sim_calls", {}))
         env.close()
-        policy.save_pretrained(out / "policy")
-        summary["eval"] = self.evaluate(policy, name)
+        policy.save_pretrained(out / f"policy{tag}")
+        summary["eval"] = self.evaluate(policy, name + tag)
         return summary
 
     def s_report(self) -> dict:

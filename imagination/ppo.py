@@ -25,6 +25,7 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     budget_exhausted,
+    checkpoint_budget_stop,
     clipped_surrogate,
     iteration_generator,
     old_log_prob_dims,
@@ -167,6 +168,7 @@ def train_ppo(
     )
     for it in bar:
         if budget_exhausted(history, max_env_steps):  # stop before the next iteration would exceed it
+            checkpoint_budget_stop(run, it, start, cfg.checkpoint_every, modules, opts, history)
             break
         t0 = time.perf_counter()
         gen = iteration_generator(cfg.seed, it)
@@ -190,7 +192,9 @@ def train_ppo(
                 if cfg.norm_adv and len(mb) > 1:
                     a = (a - a.mean()) / (a.std() + 1e-8)
                 if old_dims is not None:
-                    pg, clip_frac = clipped_surrogate(ev.log_prob_dims - old_dims[mb], a, cfg.clip_eps, ev.dim_mask)
+                    pg, clip_frac = clipped_surrogate(
+                        ev.log_prob_dims - old_dims[mb], a, cfg.clip_eps, ev.dim_mask
+                    )
                 else:
                     pg, clip_frac = clipped_surrogate(ev.log_prob - old_logp[mb], a, cfg.clip_eps, None)
                 pg_loss = pg.mean()

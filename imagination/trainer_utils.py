@@ -148,13 +148,32 @@ def budget_exhausted(history: list[dict[str, float]], max_env_steps: float | Non
     return sum(h["env_steps"] for h in history) + history[-1]["env_steps"] > max_env_steps
 
 
+def checkpoint_budget_stop(
+    run: RunDir | None,
+    iteration: int,
+    start: int,
+    every: int,
+    modules: dict[str, nn.Module],
+    optimizers: dict[str, torch.optim.Optimizer],
+    history: list[dict[str, Any]],
+) -> None:
+    """Checkpoint a run that its env-step budget stopped after ``iteration`` iterations, unless the
+    periodic checkpoint (every ``every``) or the resume point ``start`` already holds that state:
+    resumed with a larger budget, it then goes on from exactly where it stopped (a learning curve
+    over budgets is one run) instead of redoing the iterations since the last periodic checkpoint."""
+    if run is not None and iteration > start and iteration % every:
+        save_trainer_checkpoint(run, iteration, modules, optimizers, history)
+
+
 def iteration_generator(seed: int, iteration: int) -> torch.Generator:
     """The generator of one iteration's sampling/minibatch order: a function of (seed, iteration)
     only, so a resumed run draws exactly what an uninterrupted one would."""
     return torch.Generator().manual_seed(seed * 1_000_003 + iteration)
 
 
-def old_log_prob_dims(policy: Any, batch: RolloutBatch, t_idx: torch.Tensor, n_idx: torch.Tensor, size: int) -> torch.Tensor:
+def old_log_prob_dims(
+    policy: Any, batch: RolloutBatch, t_idx: torch.Tensor, n_idx: torch.Tensor, size: int
+) -> torch.Tensor:
     """Per-dim log-probs ``(M, K, A)`` of the collected chunks ``(t_idx, n_idx)`` (M each) under the
     policy before this update (the one that sampled them; a rollout stores only their sum), in
     batches of ``size``; a ConfigError when the policy gives no per-dim terms."""

@@ -101,6 +101,24 @@ def test_same_step_autoreset_gives_final_obs_and_chunks():
         chunked.step(np.zeros((2, 3, 7), np.float32))
 
 
+def test_step_without_autoreset_keeps_an_ended_episode_for_the_caller():
+    """One call with autoreset off: the time limit ends the episodes but nothing resets them (no
+    final_obs, the same layouts); the env's own mode is back for the next call."""
+    env = envs.make_vec(["PushCube-v0", "LiftCube-v0"], 2, seed=0, max_episode_steps=2, autoreset_mode="same_step")
+    env.reset(seed=4)
+    layout = (list(env.instructions), env.environment_state().copy())
+    env.step(np.zeros((2, 7), np.float32))
+    obs, _, te, tr, info = env.step_without_autoreset(np.zeros((2, 7), np.float32))
+    assert tr.all() and "final_obs" not in info and env.metadata["autoreset_mode"].name == "SAME_STEP"
+    assert env.instructions == layout[0]  # the same scenes: cubes held still where they were, same goals
+    np.testing.assert_allclose(env.environment_state(), layout[1], atol=1e-3)
+    env.reset(seed=4, options={"reset_mask": np.array([True, True])})
+    env.step(np.zeros((2, 7), np.float32))
+    _, _, _, tr, info = env.step(np.zeros((2, 7), np.float32))
+    assert tr.all() and info["_final_obs"].all()  # the env's own same-step autoreset is back
+    env.close()
+
+
 @pytest.mark.parametrize("task", BUILTIN)
 def test_expert_solves_and_noise_degrades(task):
     def rate(noise: float, episodes: int = 16) -> float:

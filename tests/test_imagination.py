@@ -628,6 +628,9 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
 
     with pytest.raises(WmrlError, match="--rl-seed -1 must be >= 0"):
         real_rl_main(["--runs", str(tmp_path / "half"), "--rl-seed", "-1", "--out", str(tmp_path / "o.json")])
+    for bad in (["1e5"], ["9e5", "8e5"]):  # a curve goes on past --budget (3.8e5), in increasing steps
+        with pytest.raises(WmrlError, match="must increase and start above --budget 380000"):
+            real_rl_main(["--runs", str(tmp_path / "half"), "--curve", *bad, "--out", str(tmp_path / "o.json")])
     assert not (tmp_path / "o.json").exists()
     assert _parse_variants(None) == DEFAULT_VARIANTS
     assert _parse_variants([["lr3", "rl.lr=0.0003"]]) == {"lr3": ["rl.lr=0.0003"]}
@@ -657,11 +660,14 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     assert (tmp_path / "var" / "data").is_symlink() and (tmp_path / "var" / "sft").is_symlink()
     assert not (tmp_path / "var" / "world_model").exists() and not (tmp_path / "var" / "rewards").exists()
     assert sorted(p.stem for p in (tmp_path / "var" / "stages").iterdir()) == ["demos", "eval_sft", "sft"]
+    def pt(budget: float, success: float) -> dict:
+        return {"budget_real_env_steps": budget, "rl_success": success, "rl_iterations": int(budget)}
+
     res = summarize(
         {
             "v": {
-                "seed_0": {"sft_success": 0.4, "rl_success": 0.5, "lift": 0.1},
-                "seed_1": {"sft_success": 0.3, "rl_success": 0.2, "lift": -0.1},
+                "seed_0": {"sft_success": 0.4, "rl_success": 0.5, "lift": 0.1, "curve": [pt(1, 0.5), pt(2, 0.6)]},
+                "seed_1": {"sft_success": 0.3, "rl_success": 0.2, "lift": -0.1, "curve": [pt(1, 0.2), pt(2, 0.4)]},
             }
         }
     )["v"]
@@ -670,6 +676,9 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
         and res["seeds_lifted"] == 1
         and res["rl_success"] == pytest.approx(0.35)
     )
+    assert [c["budget_real_env_steps"] for c in res["curve"]] == [1.0, 2.0]
+    assert [c["rl_success"] for c in res["curve"]] == pytest.approx([0.35, 0.5])
+    assert res["curve"][1]["rl_success_per_seed"] == [0.6, 0.4]
 
 
 class _NoisePolicy:

@@ -305,6 +305,28 @@ def test_grpo_resume_equals_uninterrupted(tmp_path):
         torch.testing.assert_close(a, b)
 
 
+def test_grpo_budget_stop_resumes_where_it_stopped(tmp_path):
+    """A run stopped by its env-step budget between periodic checkpoints is checkpointed there, so
+    resuming it with a larger budget equals one run at that budget (a learning curve over budgets)."""
+    cfg = GRPOConfig(iterations=50, group_size=4, max_chunks=4, minibatch_size=32, lr=3e-3, checkpoint_every=4)
+    p_full = TinyGaussianPolicy(seed=3)
+    full = train_grpo(ReachEnv(16), p_full, cfg, run=RunDir(tmp_path / "full"), progress=False, max_env_steps=1e9)
+    assert len(full) == 50
+    steps = [h["env_steps"] for h in full]
+    small, big = sum(steps[:3]), sum(steps[:7])  # stops after 3, then after 7: neither a multiple of 4
+    part = RunDir(tmp_path / "part")
+    hist = train_grpo(ReachEnv(16), TinyGaussianPolicy(seed=3), cfg, run=part, progress=False, max_env_steps=small)
+    assert len(hist) == 3 and part.latest_checkpoint().name == "step_000003"
+    p_res = TinyGaussianPolicy(seed=99)  # a fresh process: weights come from the checkpoint
+    hist = train_grpo(ReachEnv(16), p_res, cfg, run=part, progress=False, max_env_steps=big)
+    assert len(hist) == 7 and part.latest_checkpoint().name == "step_000007"
+    p_ref = TinyGaussianPolicy(seed=3)
+    train_grpo(ReachEnv(16), p_ref, cfg, run=RunDir(tmp_path / "ref"), progress=False, max_env_steps=big)
+    for a, b in zip(p_ref.parameters(), p_res.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    assert not any(torch.equal(a, b) for a, b in zip(p_ref.parameters(), p_full.parameters(), strict=True))
+
+
 def test_nan_reward_stops_and_keeps_last_checkpoint(tmp_path):
     run = RunDir(tmp_path / "run")
     cfg = GRPOConfig(iterations=10, group_size=4, max_chunks=3, checkpoint_every=1)

@@ -70,7 +70,9 @@ def test_contract_matches_the_real_env():
         assert info["task_id"] == TASKS and info["instruction"] == real.instructions
     np.testing.assert_array_equal(env.env._qpos, qpos)  # the real env only draws: its physics never steps
     assert env.env._steps.tolist() == [0] * 3 and env._steps.tolist() == [3] * 3
-    assert env.real_sim_calls == {"resets": 1, "sub_env_resets": 3, "render_states": 3}
+    assert env.real_sim_calls == {
+        "resets": 1, "sub_env_resets": 3, "render_states": 3, "physics_steps": 0, "prefix_steps": 0
+    }
     env.close()
     real.close()
 
@@ -187,6 +189,82 @@ def test_next_step_autoreset_reset_subset_and_determinism():
     assert not np.array_equal(runs[0][0], runs[0][-1])
 
 
+def test_real_prefix_is_the_physics_then_the_model_branches_from_the_real_state():
+    """real_steps=k (MBPO's branch): an episode's first k steps are the real simulator's (observations,
+    rewards, ends and success, its physics steps counted); then the model steps on from the real state
+    reached, moving as it moved (ObjectDynamics.rollout from the real last two states), the physics at
+    rest. A prefix as long as the episode is the real env, through its end."""
+    model, k = _model(), 3
+    env = StateModelVectorEnv(envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step"), model, real_steps=k)
+    real = envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step")
+    env.reset(seed=5)
+    robs, _ = real.reset(seed=5)
+    states, env_states = [robs["state"]], [real.environment_state()]
+    for t in range(k):
+        obs, r, te, tr, info = env.step(_actions(3, t))
+        robs, rr, rte, rtr, rinfo = real.step(_actions(3, t))
+        np.testing.assert_array_equal(obs["image"], robs["image"])
+        np.testing.assert_array_equal(obs["state"], robs["state"])
+        for a, b in ((r, rr), (te, rte), (tr, rtr), (info["success"], rinfo["success"])):
+            np.testing.assert_array_equal(a, b)
+        states.append(robs["state"])
+        env_states.append(real.environment_state())
+    assert env.real_sim_calls["physics_steps"] == env.real_sim_calls["prefix_steps"] == 3 * k
+    assert not np.array_equal(states[-1], states[-2])  # the arm moves when the model takes over
+    qpos = np.array(env.env._qpos, copy=True)
+    acts = np.stack([_actions(3, t) for t in range(k, k + 3)], 1)  # (N, K, A)
+
+    def cubes(e: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(e[:, :9]).unflatten(-1, (3, 3))
+
+    with torch.no_grad():
+        props, moved = model.rollout(
+            torch.as_tensor(states[-1])[:, None],
+            torch.as_tensor(acts),
+            cubes(env_states[-1]),
+            cubes(env_states[-2]),
+            torch.as_tensor(states[-2]),
+        )
+        at_rest, _ = model.rollout(
+            torch.as_tensor(states[-1])[:, None], torch.as_tensor(acts), cubes(env_states[-1]), cubes(env_states[-1])
+        )
+    assert not torch.allclose(props, at_rest, atol=1e-4)  # the previous state matters to the model
+    for j in range(3):
+        obs, *_ = env.step(acts[:, j])
+        np.testing.assert_allclose(obs["state"], props[:, j].numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(obs["image"], real.render_states(props[:, j].numpy(), moved[:, j].numpy()))
+    np.testing.assert_array_equal(env.env._qpos, qpos)  # after the prefix the physics rests
+    assert env.real_sim_calls["physics_steps"] == env.real_sim_calls["prefix_steps"] == 3 * k
+    # a sub-env reset mid-way runs its own prefix: every sub-env's physics steps, only its steps are its prefix
+    env.reset(options={"reset_mask": np.array([True, False, False])})
+    env.step(_actions(3, 9))
+    assert env.real_sim_calls["physics_steps"] == 3 * k + 3 and env.real_sim_calls["prefix_steps"] == 3 * k + 1
+    assert env.instructions[1:] == real.instructions[1:]  # the others keep their scenes
+    env.close()
+
+    env = StateModelVectorEnv(
+        envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step", max_episode_steps=4), model, real_steps=10
+    )
+    real = envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step", max_episode_steps=4)
+    env.reset(seed=7)
+    real.reset(seed=7)
+    for t in range(4):
+        obs, r, te, tr, info = env.step(_actions(3, t))
+        robs, rr, rte, rtr, rinfo = real.step(_actions(3, t))
+        np.testing.assert_array_equal(r, rr)
+        np.testing.assert_array_equal(te | tr, rte | rtr)
+    assert (te | tr).all()  # the time limit ended every episode: the final observations are the physics'
+    for key in ("image", "state"):
+        np.testing.assert_array_equal(info["final_obs"][key], rinfo["final_obs"][key])
+    np.testing.assert_array_equal(info["final_info"]["success"], rinfo["final_info"]["success"])
+    with pytest.raises(WmrlError, match=r"real_steps=-1; expected an integer >= 0"):
+        StateModelVectorEnv(envs.make_vec(TASKS, 3, autoreset_mode="same_step"), model, real_steps=-1)
+    with pytest.raises(WmrlError, match=r"real_steps=2 needs an env that autoresets on the same step"):
+        StateModelVectorEnv(envs.make_vec(TASKS, 3), model, real_steps=2)
+    env.close()
+    real.close()
+
+
 def test_bad_input_gives_one_line_errors(tmp_path):
     from benchmarks.state_model_rl import state_model_dir
 
@@ -231,6 +309,8 @@ def test_bad_input_gives_one_line_errors(tmp_path):
 
     with pytest.raises(WmrlError, match=r"--rl-seed -1 must be >= 0"):
         main(["--runs", str(tmp_path), "--rl-seed", "-1", "--out", str(tmp_path / "r.json")])
+    with pytest.raises(WmrlError, match=r"--real-steps -2 must be >= 0"):
+        main(["--runs", str(tmp_path), "--real-steps", "-2", "--out", str(tmp_path / "r.json")])
     assert not (tmp_path / "r.json").exists()
 
 

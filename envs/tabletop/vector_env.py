@@ -253,6 +253,17 @@ class TabletopVectorEnv(VectorEnv):
                 self._needs_reset = done.copy()
         return obs, reward, terminated, truncated, info
 
+    def step_without_autoreset(self, actions):
+        """``step`` with autoreset off for this one call, whatever the mode: a sub-env that ends keeps
+        its final state and layout (no ``final_obs``), the caller resets it (``reset(options=
+        {"reset_mask": ...})``), and later calls autoreset as before. For a caller that also steps the
+        physics of sub-envs whose episodes it runs elsewhere (``StateModelVectorEnv``'s real prefix)."""
+        mode, self._autoreset = self._autoreset, AutoresetMode.DISABLED
+        try:
+            return self.step(actions)
+        finally:
+            self._autoreset = mode
+
     # ------------------------------------------------------------ internals
     def _cube_pos(self) -> np.ndarray:
         """(N, 3, 3) xyz of the red/green/blue cubes."""
