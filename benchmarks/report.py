@@ -53,6 +53,14 @@ def _variant(d: dict, name: str) -> str:
     return f"{_fmt(v['sft_success'])} -> {_fmt(v['rl_success'])} ({v['seeds_lifted']}/{len(v['lift_per_seed'])})"
 
 
+def _curve(d: dict, name: str = "default") -> str:
+    """``SFT -> success at each budget`` of a real_rl.json variant's learning curve (``--curve``)."""
+    v = (d.get("variants") or {}).get(name) or {}
+    if not v.get("curve"):
+        return "not run"
+    return f"{_fmt(v['sft_success'])} -> " + " / ".join(_fmt(c["rl_success"]) for c in v["curve"])
+
+
 def _headroom(d: dict, std: str) -> str:
     """``mean-action success / pass@8 / learnable failed starts / never solved`` of rl_headroom.json."""
     row = (d.get("by_std") or {}).get(std) or {}
@@ -220,6 +228,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
     ("real_rl_ratio_rlseed2.json", "same, --rl-seed 2: chunk / dim",
      lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
+    ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
+     "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
+    ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "
+     "at 150k / 220k / 300k / 380k real steps (39 / 58 / 79 / 100 iterations; 380k repeats real_rl_ratio.json)",
+     _curve, ""),
+    ("real_rl_short_rlseed1.json", "same, --rl-seed 1: 150k / 220k", _curve, ""),
     ("real_rl_sweep_seed0.json", "seed 0 only (SFT 0.342): defaults / lr 3e-4 / lr 1e-3 with 4 epochs / PPO "
      "(sparse success, value-head critic)",
      lambda d: " / ".join(_fmt(_get(d, f"variants.{k}.rl_success")) for k in ("default", "lr3e-4", "lr1e-3_ep4", "ppo")),
@@ -321,6 +335,14 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("state_model_rl_bootstrap_terminate_rlseed1.json", "same bootstrap ensemble, --rl-seed 1",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+    ("state_model_rl_branch24.json", "same bootstrap ensemble world (terminate at 2.5 cm), every episode's first 24 "
+     "steps in the real simulator and the state model branching from the real state reached (--real-steps 24, "
+     "MBPO-style): real success SFT -> after; real env steps used per seed (mean)",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
+               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+    ("state_model_rl_branch24_rlseed1.json", "same, --rl-seed 1",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
+               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
      "all stages (s)", "wall_time_s", "<= 1800"),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
