@@ -328,6 +328,9 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             drawing keeps, can change). ``real_sim_calls["prefix_steps"]`` counts the prefix sub-envs'
             steps (the real experience: real env steps) and ``["physics_steps"]`` all physics steps taken
             (compute). 0: the model from the reset.
+        prefix_after_autoreset: False: only episodes started by ``reset()`` get the real prefix; one that
+            starts by autoreset runs in the model from its real first state. GRPO's collection trains on
+            each sub-env's first episode only, so this saves the prefixes of the episodes it ignores.
 
     ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
     env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
@@ -357,6 +360,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         gate: str = "mask",
         seed: int = 0,
         real_steps: int = 0,
+        prefix_after_autoreset: bool = True,
     ):
         from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
         from wmrl.errors import WmrlError
@@ -389,6 +393,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
                 f"autoreset_mode={env.metadata['autoreset_mode']}"
             )
         self.real_steps = int(real_steps)
+        self.prefix_after_autoreset = bool(prefix_after_autoreset)
+        self._prefixed = np.ones(env.num_envs, bool)  # whose current episode gets the real prefix
         self.env, self.model = env, self.models[0]
         self.success_rule, self.advance, self.gate = success, advance, gate
         self.max_disagreement = None if max_disagreement is None else float(max_disagreement)
@@ -445,6 +451,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         if self.rollout is None and not mask.all():
             raise WmrlError("StateModelVectorEnv: the first reset must reset every sub-env (no reset_mask)")
         real = self._real_reset(mask, seed)
+        self._prefixed[mask] = True
         if mask.all():  # the member draws restart from the seeds; a new row of the log
             seeds = [] if seed is None else np.atleast_1d(np.asarray(seed, np.int64)).tolist()
             self.rollout.rng = np.random.default_rng([self.seed, *seeds])
@@ -478,7 +485,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         a = check_actions(actions, self.num_envs)
         next_step = self._autoreset == AutoresetMode.NEXT_STEP
         pending = self._needs_reset.copy() if next_step else np.zeros(self.num_envs, bool)
-        prefix = self._steps < self.real_steps  # sub-envs still in their episode's real prefix
+        prefix = (self._steps < self.real_steps) & self._prefixed  # sub-envs still in their episode's real prefix
         real = self._real_step(a, prefix) if prefix.any() else None
         success = self.rollout.step(a[:, None])
         check_finite("state model prediction", self.rollout.now)
@@ -498,6 +505,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         restarted = None
         if pending.any():  # NEXT_STEP autoreset: sub-envs that ended last step ignore this action and restart
             restarted = self._real_reset(pending)["image"]
+            self._prefixed[pending] = self.prefix_after_autoreset
             terminated[pending] = truncated[pending] = success[pending] = False
             gate_ok[pending], spread[pending] = True, 0.0
         reward = success.astype(np.float32)
@@ -513,6 +521,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             if real is not None:  # the real prefix shows the physics' own observations
                 final_obs = self._with_real(prefix, real[1], final_obs)
             real = self._real_reset(done)
+            self._prefixed[done] = self.prefix_after_autoreset
             self._frames = np.where(done[:, None, None, None], real["image"], final_obs["image"])
             obs = {"image": self._frames, "state": self.rollout.now.numpy().astype(np.float32)}
             info["final_obs"] = final_obs

@@ -335,12 +335,19 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
     ("state_model_rl_bootstrap_terminate_rlseed1.json", "same bootstrap ensemble, --rl-seed 1",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
-    ("state_model_rl_branch24.json", "same bootstrap ensemble world (terminate at 2.5 cm), every episode's first 24 "
-     "steps in the real simulator and the state model branching from the real state reached (--real-steps 24, "
-     "MBPO-style): real success SFT -> after; real env steps used per seed (mean)",
+    ("state_model_rl_branch24.json", "same bootstrap ensemble world (terminate at 2.5 cm), the first 24 steps "
+     "of each sub-env's first episode after a reset in the real simulator and the state model branching from the "
+     "real state reached (--real-steps 24, MBPO-style): real success SFT -> after; real env steps used per seed",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
                f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
     ("state_model_rl_branch24_rlseed1.json", "same, --rl-seed 1",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
+               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+    ("state_model_rl_branch24_allprefix.json", "first run of the same: episodes begun by autoreset (which GRPO "
+     "ignores) got real prefixes too, and the physics went on under sub-envs already in the model",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
+               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+    ("state_model_rl_branch24_allprefix_rlseed1.json", "same first run, --rl-seed 1",
      lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
                f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "

@@ -39,10 +39,11 @@ episode (with the share above the threshold: what ``terminate`` ends).
 
 ``--real-steps K`` branches the model's episodes from real states of the policy being trained, as MBPO
 branches short model rollouts from real ones: every episode's first K steps step the real simulator,
-and the state model goes on from the real state reached. The prefix steps are the real env steps it
-used (``real_env_steps_used``), to set against ``benchmarks.real_rl`` at the same real budget; the
-batched simulator steps every sub-env's physics while any is in its prefix (``real_sim_calls``'
-``physics_steps``: compute, not experience).
+and the state model goes on from the real state reached (with GRPO only in the episodes it trains on,
+each sub-env's first after a reset: ``prefix_after_autoreset=False``). The prefix steps are the
+real env steps it used (``real_env_steps_used``), to set against ``benchmarks.real_rl`` at the same
+real budget; the batched simulator steps every sub-env's physics while any is in its prefix
+(``real_sim_calls``' ``physics_steps``: compute, not experience).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def run_world(
     returns the seed's summary. ``rl_seed`` > 0 repeats the RL with other starts and noise (0: the
     real-RL baseline's seeds, as ``benchmarks.real_rl``). ``real_steps`` > 0: every episode's first
     ``real_steps`` steps are the real simulator's and the state model branches from there
-    (``StateModelVectorEnv(real_steps=...)``); their physics steps are the real env steps used."""
+    (``StateModelVectorEnv(real_steps=...)``); its prefix steps are the real env steps used."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -138,7 +139,11 @@ def run_world(
         opts = {**(ensemble or {}), "real_steps": real_steps}
 
         def make_world(real: Any) -> StateModelVectorEnv:
-            env = StateModelVectorEnv(real, models if isinstance(model_dir, list) else models[0], **opts)
+            # GRPO trains on first episodes only: no real prefix for the episodes its collection ignores
+            grpo = cfg.rl_config()[0] == "grpo"
+            env = StateModelVectorEnv(
+                real, models if isinstance(model_dir, list) else models[0], **opts, prefix_after_autoreset=not grpo
+            )
             made.append(env)
             return env
 
@@ -263,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="ensemble with --max-disagreement: GRPO drops the trajectory (mask) or it ends as a scored failure")
     p.add_argument("--real-steps", type=int, default=0, metavar="K",
                    help="the first K steps of every episode are the real simulator's; the state model branches "
-                   "from the real state reached (MBPO); their physics steps count as real env steps")
+                   "from the real state reached (MBPO); those steps count as real env steps")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
     p.add_argument("--rl-seed", type=int, default=0,
                    help="0: the real-RL baseline's RL seeds; N > 0: an independent repeat (other starts and noise)")

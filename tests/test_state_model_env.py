@@ -265,6 +265,31 @@ def test_real_prefix_is_the_physics_then_the_model_branches_from_the_real_state(
     real.close()
 
 
+@pytest.mark.parametrize("after_autoreset", [True, False])
+def test_real_prefix_after_autoreset_or_only_after_reset(after_autoreset):
+    """An episode started by autoreset gets its own real prefix, or (prefix_after_autoreset=False, for
+    GRPO's first-episode collection) runs in the model from its real first state: no more physics."""
+    env = StateModelVectorEnv(
+        envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step", max_episode_steps=4),
+        _model(),
+        real_steps=3,
+        prefix_after_autoreset=after_autoreset,
+    )
+    env.reset(seed=2)
+    for t in range(4):
+        *_, te, tr, _ = env.step(_actions(3, t))
+    assert (te | tr).all() and env.real_sim_calls["prefix_steps"] == 9
+    qpos = np.array(env.env._qpos, copy=True)
+    for t in range(3):
+        obs, *_ = env.step(_actions(3, 4 + t))
+    assert env.real_sim_calls["prefix_steps"] == (18 if after_autoreset else 9)
+    assert np.array_equal(env.env._qpos, qpos) != after_autoreset  # the physics moved only for a prefix
+    env.reset(seed=2)  # reset() always gives the prefix
+    env.step(_actions(3, 0))
+    assert env.real_sim_calls["prefix_steps"] == (21 if after_autoreset else 12)
+    env.close()
+
+
 def test_bad_input_gives_one_line_errors(tmp_path):
     from benchmarks.state_model_rl import state_model_dir
 
