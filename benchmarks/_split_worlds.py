@@ -486,12 +486,12 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         next_step = self._autoreset == AutoresetMode.NEXT_STEP
         pending = self._needs_reset.copy() if next_step else np.zeros(self.num_envs, bool)
         prefix = (self._steps < self.real_steps) & self._prefixed  # sub-envs still in their episode's real prefix
-        real = self._real_step(a, prefix) if prefix.any() else None
+        phys = self._real_step(a, prefix) if prefix.any() else None
         success = self.rollout.step(a[:, None])
         check_finite("state model prediction", self.rollout.now)
         check_finite("state model prediction", self.rollout.objs)
-        if real is not None:  # the prefix sub-envs are where the physics took them
-            ids, r_obs, r_info, env_states, prev_p, prev_o = real
+        if phys is not None:  # the prefix sub-envs are where the physics took them
+            ids, r_obs, r_info, env_states, prev_p, prev_o = phys
             success[prefix] = np.asarray(r_info["success"], bool)[prefix]
             self.rollout.restart(ids, r_obs["state"][ids], env_states[ids], prev_p, prev_o)
         self._steps += 1
@@ -518,8 +518,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             info["gate_ok"] = gate_ok
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
             final_obs, final_instr = self._observe(), list(self.instructions)
-            if real is not None:  # the real prefix shows the physics' own observations
-                final_obs = self._with_real(prefix, real[1], final_obs)
+            if phys is not None:  # the real prefix shows the physics' own observations
+                final_obs = self._with_real(prefix, phys[1], final_obs)
             real = self._real_reset(done)
             self._prefixed[done] = self.prefix_after_autoreset
             self._frames = np.where(done[:, None, None, None], real["image"], final_obs["image"])
@@ -530,8 +530,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             info["instruction"] = list(self.instructions)
         else:
             obs = self._observe()
-            if real is not None:
-                obs = self._with_real(prefix, real[1], obs)
+            if phys is not None:
+                obs = self._with_real(prefix, phys[1], obs)
                 self._frames = obs["image"]
             if restarted is not None:  # a restarted sub-env shows the real env's first frame
                 self._frames = obs["image"] = np.where(pending[:, None, None, None], restarted, obs["image"])
