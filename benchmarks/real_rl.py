@@ -239,14 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import torch
 
+    from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
 
     torch.set_num_threads(1)
     budget = 2_000.0 if a.quick else float(a.budget)
     curve = (4_000.0,) if a.quick else tuple(a.curve)
     if any(b <= prev for prev, b in zip((budget, *curve), curve)):
-        from wmrl.errors import WmrlError
-
         raise WmrlError(f"--curve {list(curve)} must increase and start above --budget {budget:g}")
     num_envs, config_name = (8, "run_quick") if a.quick else (a.num_envs, "run")
     if a.runs is None:
@@ -259,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
         a.work = Path("runs/real_rl_benchmark_quick" if a.quick else "runs/real_rl_benchmark")
     variants = _parse_variants(a.variant)
     if a.rl_seed < 0:
-        from wmrl.errors import WmrlError
-
         raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the seeds used so far)")
     t0 = time.perf_counter()
     pairs = [(name, src) for name in variants for src in a.runs]

@@ -61,6 +61,17 @@ def _curve(d: dict, name: str = "default") -> str:
     return f"{_fmt(v['sft_success'])} -> " + " / ".join(_fmt(c["rl_success"]) for c in v["curve"])
 
 
+def _smrl(d: dict, extra: str = "") -> str:
+    """``SFT -> after`` of a state_model_rl.json; ``extra``: ``real`` appends `` / `` real GRPO at the same
+    iterations, ``steps`` appends ``; `` the real env steps used per seed."""
+    out = f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}"
+    if extra == "real":
+        return f"{out} / {_fmt(d['real_rl_same_iterations_success'])}"
+    if extra == "steps":
+        return f"{out}; {_fmt(d['worlds']['state_model']['real_env_steps_used'])}"
+    return out
+
+
 def _headroom(d: dict, std: str) -> str:
     """``mean-action success / pass@8 / learnable failed starts / never solved`` of rl_headroom.json."""
     row = (d.get("by_std") or {}).get(std) or {}
@@ -310,46 +321,39 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
          for fit in ("demos", "demos+round_1")), ""),
     ("state_model_rl.json", "GRPO in the state model's world drawn by the simulator (StateModelVectorEnv), 16 "
      "iterations: real success SFT -> after / real GRPO at the same iterations",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
-               f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
+     lambda d: _smrl(d, "real"), ""),
     ("state_model_rl_it100.json", "same, 100 iterations (the real GRPO budget of real_rl.json)",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
-               f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
+     lambda d: _smrl(d, "real"), ""),
     ("state_model_rl_ensemble_gate.json", "same, 100 iterations, in a 3-member ensemble world (fit seeds differ; "
      "success on all members, a random member advances, trajectories with members >2.5 cm apart masked): real "
-     "success SFT -> after", lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+     "success SFT -> after", _smrl, ""),
     ("state_model_rl_ensemble_terminate.json", "same ensemble world, an episode whose members are >2.5 cm apart "
      "ends there as a failure (MOReL's halt)",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+     _smrl, ""),
     ("state_model_rl_ensemble_terminate_rlseed1.json", "same (2.5 cm), repeated with other GRPO starts and noise "
      "(--rl-seed 1): real success SFT -> after / real GRPO with the same RL seeds",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])} / "
-               f"{_fmt(d['real_rl_same_iterations_success'])}", ""),
+     lambda d: _smrl(d, "real"), ""),
     ("state_model_rl_ensemble_terminate_2cm.json", "same, ended at 2 cm",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+     _smrl, ""),
     ("state_model_rl_ensemble.json", "same ensemble world without the disagreement gate",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+     _smrl, ""),
     ("state_model_rl_bootstrap_terminate.json", "same world (terminate at 2.5 cm), the members fitted on bootstrap "
      "resamples of the demo episodes (object_dynamics --bootstrap, fit seeds 100-102; fresh runs of the same "
      "recipe): real success SFT -> after",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+     _smrl, ""),
     ("state_model_rl_bootstrap_terminate_rlseed1.json", "same bootstrap ensemble, --rl-seed 1",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}", ""),
+     _smrl, ""),
     ("state_model_rl_branch24.json", "same bootstrap ensemble world (terminate at 2.5 cm), the first 24 steps "
      "of each sub-env's first episode after a reset in the real simulator and the state model branching from the "
      "real state reached (--real-steps 24, MBPO-style): real success SFT -> after; real env steps used per seed",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
-               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+     lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_rlseed1.json", "same, --rl-seed 1",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
-               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+     lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix.json", "first run of the same: episodes begun by autoreset (which GRPO "
      "ignores) got real prefixes too, and the physics went on under sub-envs already in the model",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
-               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+     lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix_rlseed1.json", "same first run, --rl-seed 1",
-     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['state_model_rl_success'])}; "
-               f"{_fmt(d['worlds']['state_model']['real_env_steps_used'])}", ""),
+     lambda d: _smrl(d, "steps"), ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
      "all stages (s)", "wall_time_s", "<= 1800"),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
