@@ -68,7 +68,8 @@ class StateModelRollout:
     start ``context`` (``rl_headroom._ReplayedStart.context``: the last proprio and environment states of
     the way there), with each sub-env's task rule (:func:`success_from_environment_state`) read at every
     step. ``now`` / ``prev`` are the proprio (N, P) now and one step earlier, ``objs`` / ``objs_prev`` the
-    object positions (N, O, 3).
+    object positions (N, O, 3). ``shaping`` (N,) is the task's staged progress below success
+    (:func:`shaping_from_environment_state`) at the last step of the last chunk, on the states advanced with.
 
     With an ensemble of M members every member steps each chunk from the same current state; the state
     advances with one member's prediction per sub-env and chunk (``advance``: ``first`` member 0, ``random``
@@ -104,6 +105,7 @@ class StateModelRollout:
         self.env_now = env[:, -1].copy()
         self.spread = np.zeros(len(self.task_ids), np.float32)
         self.member = np.zeros(len(self.task_ids), np.int64)  # the member each sub-env advanced with last
+        self.shaping = np.zeros(len(self.task_ids), np.float32)  # the advanced states' staged progress
 
     def restart(
         self,
@@ -133,7 +135,10 @@ class StateModelRollout:
         (N,): the task's rule held at some step of it (on the members ``success`` asks for)."""
         import torch
 
-        from envs.tabletop.environment_state import success_from_environment_state
+        from envs.tabletop.environment_state import (
+            shaping_from_environment_state,
+            success_from_environment_state,
+        )
 
         acts = torch.as_tensor(np.asarray(actions, np.float32)).clamp(-1.0, 1.0)
         n, k, m = acts.shape[0], acts.shape[1], len(self.models)
@@ -161,6 +166,8 @@ class StateModelRollout:
             pts = torch.cat([props_all[..., self.tcp][..., None, :], moved_all], -2)
             d = (pts[:, None] - pts[None]).norm(dim=-1)  # (M, M, N, K, 1 + O)
             self.spread = d.amax(dim=(0, 1, 3, 4)).numpy().astype(np.float32)
+        # env_now holds the advanced member's objects at the chunk's last step
+        self.shaping = shaping_from_environment_state(self.task_ids, props[:, -1].numpy(), self.env_now)
         self.prev, self.now = (props[:, -2] if k > 1 else self.now), props[:, -1]
         self.objs_prev, self.objs = (moved[:, -2] if k > 1 else self.objs), moved[:, -1]
         return hit
@@ -304,9 +311,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
     simulator: a ``gymnasium.vector.VectorEnv`` with the wrapped real env's contract (:mod:`envs.base`).
 
     Args:
-        env: a :class:`envs.tabletop.TabletopVectorEnv` (not chunked; any autoreset mode, sparse
-            reward, no wrist camera). Its resets give the layouts, instructions and first states;
-            it only draws (``render_states``); its physics steps only in a real prefix (``real_steps``).
+        env: a :class:`envs.tabletop.TabletopVectorEnv` (not chunked; any autoreset mode, no wrist
+            camera; its ``reward_type``, ``sparse`` or ``dense``, is this env's). Its resets give the
+            layouts, instructions and first states; it only draws (``render_states``); its physics steps
+            only in a real prefix (``real_steps``).
         model: an arm-and-object :class:`worldmodels.object_dynamics.ObjectDynamics` (``config.arm``), or
             an ensemble: a non-empty list of them that read and predict the same things (fit seeds differ).
         success: with an ensemble, a step succeeds when the task's rule holds on ``all`` members'
@@ -336,11 +344,13 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
     env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
     the real env does and steps the model one step: proprio (N, 8) and cube positions (N, 3, 3). The
     observation is ``image`` uint8 (N, H, W, 3), the simulator's drawing of those states (the cubes
-    keep their orientation), and ``state`` float32 (N, 8), the model's proprio. Reward and
-    ``terminated`` are the task's rule on the predicted states
-    (:func:`envs.tabletop.environment_state.success_from_environment_state`), ``truncated`` the real
-    env's time limit; autoreset (next step, same step with ``final_obs``/``final_info``, or disabled)
-    and ``info`` (``success``, ``instruction``, ``task_id``) are the real env's. A non-finite prediction
+    keep their orientation), and ``state`` float32 (N, 8), the model's proprio. ``terminated`` is the
+    task's rule on the predicted states (:func:`envs.tabletop.environment_state.success_from_environment_state`),
+    and so is the sparse reward; the dense one is 1 there and else the task's staged progress on the
+    states advanced with (:func:`~envs.tabletop.environment_state.shaping_from_environment_state`, the
+    simulator's dense reward with the model's states; a real prefix step gets the simulator's own).
+    ``truncated`` is the real env's time limit; autoreset (next step, same step with
+    ``final_obs``/``final_info``, or disabled) and ``info`` (``success``, ``instruction``, ``task_id``) are the real env's. A non-finite prediction
     is a NonFiniteError. ``real_sim_calls`` counts what was asked of the real simulator.
 
     With an ensemble of more than one member, every member steps from the same current state, the
@@ -371,10 +381,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             )
         if env.wrist:
             raise WmrlError("StateModelVectorEnv draws the agent view only; make the env with wrist_image=False")
-        if env.reward_type != "sparse":
-            raise WmrlError(
-                f"StateModelVectorEnv gives the sparse success reward; the env has reward_type={env.reward_type!r}"
-            )
+        if env.reward_type not in ("sparse", "dense"):
+            raise WmrlError(f"StateModelVectorEnv: reward_type={env.reward_type!r}; expected 'sparse' or 'dense'")
         for m in model if isinstance(model, (list, tuple)) else [model]:
             check_state_model(m, STATE_DIM)
         self.models = [m.eval() for m in check_ensemble(model)]
@@ -491,7 +499,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         check_finite("state model prediction", self.rollout.now)
         check_finite("state model prediction", self.rollout.objs)
         if phys is not None:  # the prefix sub-envs are where the physics took them
-            ids, r_obs, r_info, env_states, prev_p, prev_o = phys
+            ids, r_obs, r_reward, r_info, env_states, prev_p, prev_o = phys
             success[prefix] = np.asarray(r_info["success"], bool)[prefix]
             self.rollout.restart(ids, r_obs["state"][ids], env_states[ids], prev_p, prev_o)
         self._steps += 1
@@ -509,6 +517,12 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             terminated[pending] = truncated[pending] = success[pending] = False
             gate_ok[pending], spread[pending] = True, 0.0
         reward = success.astype(np.float32)
+        if self.env.reward_type == "dense":  # the task's shaping on the advanced states, 1 on success
+            reward = np.where(success, 1.0, self.rollout.shaping).astype(np.float32)
+            if phys is not None:
+                reward[prefix] = phys[2][prefix]  # the prefix's: the physics' own dense reward
+            if pending.any():
+                reward[pending] = 0.0
         done = terminated | truncated
         info = self._info(success)
         if len(self.models) > 1:
@@ -541,15 +555,15 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
 
     def _real_step(self, actions: np.ndarray, prefix: np.ndarray) -> tuple:
         """Step the real physics of every sub-env with ``actions`` (N, A) for the sub-envs in ``prefix``
-        (N,): (their ids, the real obs and info, the environment states (N, E), and the proprio (M, P)
-        and object positions (M, O, 3) the rollout held for them one step earlier)."""
+        (N,): (their ids, the real obs, reward (N,) and info, the environment states (N, E), and the proprio
+        (M, P) and object positions (M, O, 3) the rollout held for them one step earlier)."""
         ids = np.flatnonzero(prefix)
         prev_p, prev_o = self.rollout.now[ids].clone(), self.rollout.objs[ids].clone()
         # no autoreset: a sub-env past its prefix keeps the layout its model episode is drawn in
-        r_obs, _, _, _, r_info = self.env.step_without_autoreset(actions)
+        r_obs, r_reward, _, _, r_info = self.env.step_without_autoreset(actions)
         self.real_sim_calls["physics_steps"] += self.num_envs
         self.real_sim_calls["prefix_steps"] += len(ids)
-        return ids, r_obs, r_info, self.env.environment_state(), prev_p, prev_o
+        return ids, r_obs, np.asarray(r_reward, np.float32), r_info, self.env.environment_state(), prev_p, prev_o
 
     @staticmethod
     def _with_real(prefix: np.ndarray, r_obs: dict, obs: dict) -> dict[str, np.ndarray]:

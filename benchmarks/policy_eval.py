@@ -173,7 +173,8 @@ def evaluate_policy(
         render: more ``envs.make_vec`` options of the backend (the built-in suite's ``supersample``,
             ``shadows``): the frames the policy was trained on.
     Returns:
-        dict with ``tasks`` {task: {success_rate, ci95, successes, episodes, mean_length}},
+        dict with ``tasks`` {task: {success_rate, ci95, successes, episodes, mean_length, outcomes
+        (0/1 per episode, in seed order)}},
         ``mean_success`` (mean of the per-task rates), ``mean_ci95`` (Wilson on the pooled episodes),
         ``episodes_per_task``, ``seed``, ``policy``, ``wall_seconds``.
     """
@@ -214,6 +215,7 @@ def evaluate_policy(
             "successes": k,
             "episodes": len(s),
             "mean_length": float(np.concatenate(len_all).mean()),
+            "outcomes": [int(x) for x in s],  # episode by episode, in seed order
         }
         if video_dir and videos:
             from wmrl.video import grid

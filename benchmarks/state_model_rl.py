@@ -6,6 +6,7 @@ Usage::
         [--object-dynamics object_dynamics_arm [od_demo_f1 ...]] [--success all|any|advanced]
         [--advance random|first] [--max-disagreement METRES] [--gate mask|terminate]
         [--real-steps K] [--iterations N] [--num-envs 64] [--real-baseline] [--jobs 2] [--work DIR] --out FILE.json
+        [key=value ...]   # run config overrides, e.g. real_rl_reward=dense rl.score=progress
     python -m benchmarks.state_model_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 RL in imagination does not lift the SFT policy, while ``benchmarks.rl_headroom --rendered-state-model``
@@ -108,6 +109,7 @@ def run_world(
     ensemble: dict[str, Any] | None = None,
     rl_seed: int = 0,
     real_steps: int = 0,
+    overrides: tuple[str, ...] = (),
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -118,7 +120,9 @@ def run_world(
     returns the seed's summary. ``rl_seed`` > 0 repeats the RL with other starts and noise (0: the
     real-RL baseline's seeds, as ``benchmarks.real_rl``). ``real_steps`` > 0: every episode's first
     ``real_steps`` steps are the real simulator's and the state model branches from there
-    (``StateModelVectorEnv(real_steps=...)``); its prefix steps are the real env steps used."""
+    (``StateModelVectorEnv(real_steps=...)``); its prefix steps are the real env steps used. ``overrides``:
+    the run config's (``key=value``; e.g. ``real_rl_reward=dense rl.score=progress``: both worlds pay the
+    staged dense reward, the state model's on its predicted states)."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -150,7 +154,8 @@ def run_world(
     seed = _seed_of(src)
     _link_run(src, dst)
     cfg = load_run_config(
-        [f"run_dir={dst}", f"seed={seed}", f"real_rl_num_envs={num_envs}", "videos=0", f"rl.iterations={iterations}"],
+        [*overrides, f"run_dir={dst}", f"seed={seed}", f"real_rl_num_envs={num_envs}", "videos=0",
+         f"rl.iterations={iterations}"],
         config_name,
     )
     pipe = Pipeline(cfg, progress=progress)
@@ -193,9 +198,9 @@ def run_world(
         "train_success_by_iteration": train,  # sampled episodes inside the world RL trains in
         "train_success_last4": float(np.mean(train[-4:])) if train else float("nan"),
         "world_env_steps": float(out.get("world_env_steps", out["real_env_steps"])),
-        # RL's real env steps: the real world's, or a real prefix's (counted by the invocation that trained)
+        # RL's real env steps: the real world's, or the real prefixes' (every iteration's, resumed or not)
         "real_env_steps_used": float(out["real_env_steps"])
-        + float(out.get("real_sim_calls", {}).get("prefix_steps", 0.0)),
+        or float(out.get("real_sim_calls", {}).get("prefix_steps", 0.0)),  # a stage finished before they were logged
         "real_steps_per_episode": int(real_steps) if world == "state_model" else None,
         "real_sim_calls": out.get("real_sim_calls", {}),
         "eval_env_steps": float(out["eval"]["eval_env_steps"]),
@@ -284,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="world/seed pairs run at once (spawned processes)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="run config overrides for every world (e.g. real_rl_reward=dense rl.score=progress)")
     a = p.parse_args(argv)
     import torch
 
@@ -308,6 +315,15 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the real-RL baseline's seeds)")
     if a.real_steps < 0:
         raise WmrlError(f"--real-steps {a.real_steps} must be >= 0 (real physics steps per episode)")
+    swallowed = [n for n in [*a.object_dynamics, *[str(r) for r in a.runs]] if "=" in n]
+    if swallowed:
+        raise WmrlError(
+            f"{swallowed[0]!r} was read as a folder name; put the key=value overrides after a one-value option "
+            "(e.g. before --out FILE.json), not right after --runs or --object-dynamics"
+        )
+    bad = [o for o in a.overrides if "=" not in o]
+    if bad:
+        raise WmrlError(f"override {bad[0]!r} is not key=value")
     is_ensemble = len(a.object_dynamics) > 1
     if a.quick and is_ensemble:
         raise WmrlError("--quick fits one tiny state model; give one --object-dynamics")
@@ -331,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             models[src] = dirs if is_ensemble else dirs[0]
     args = {
         (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
-                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps)
+                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps, tuple(a.overrides))
         for w in worlds
         for s in a.runs
     }
@@ -358,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         "iterations": iterations,
         "rl_seed": a.rl_seed,
         "real_steps_per_episode": a.real_steps,
+        "overrides": list(a.overrides),
         **run_fields(a, num_envs, config_name, t0),
     }
     atomic_write_json(a.out, res)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -30,11 +30,14 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     budget_exhausted,
+    check_freeze,
     checkpoint_budget_stop,
     clipped_surrogate,
+    freezes_parameters,
     iteration_generator,
     old_log_prob_dims,
     policy_device,
+    real_prefix_steps,
     resume_trainer,
     save_trainer_checkpoint,
     set_exploration_std,
@@ -43,6 +46,8 @@ from imagination.trainer_utils import (
 from kernels.advantages import compute_group_advantages
 from wmrl.errors import ConfigError
 from wmrl.runs import RunDir, check_finite, seed_everything
+
+SCORES = ("success", "return", "progress")
 
 
 @dataclass
@@ -71,10 +76,25 @@ class GRPOConfig:
         entropy_coef: entropy bonus weight.
         dynamic_sampling: drop groups whose valid members all scored the same.
         normalize_std: divide advantages by the group's standard deviation.
-        score: ``"success"`` (1 if the episode succeeded) or ``"return"`` (sum of rewards).
+        score: ``"success"`` (1 if the episode succeeded), ``"return"`` (sum of rewards) or
+            ``"progress"``: 1 if the episode succeeded, else the highest chunk-mean reward it reached
+            (the chunk's reward over the single steps it executed). With a staged dense reward in
+            [0, 1) below success (the built-in suite's ``reward_type="dense"``), failures are then
+            ranked by how far they got, so an all-fail group still teaches, and no failure outscores a
+            success (a dense *return* would: a long failure sums more than a quick success). With
+            the sparse success reward it equals ``"success"``.
         gate: ``"mask"`` drops trajectories with an unreliable imagined step; ``"off"`` keeps them.
         seed: seed of start states, sampling and minibatch order.
         checkpoint_every: iterations between checkpoints (with a run folder).
+        start_pool: 0: every iteration's groups start from new starts (seeds never seen before);
+            P > 0 (a multiple of the number of groups): the starts cycle through a fixed pool of P, as
+            LIBERO's fixed initial states per task (group g of iteration i takes start
+            ``(i * groups + g) mod P``, so a group slot, and with it its task, keeps its own starts).
+            Training success is then measured on the same starts again and again: set against the
+            held-out evaluation it tells fitting from generalising.
+        freeze: parameter-name prefixes of the policy that RL leaves as they are (e.g.
+            ``[net.image_enc]``: the built-in VLA's vision encoder), so the noisy policy gradient
+            moves only the rest; [] trains every trainable parameter.
     """
 
     iterations: int = 20
@@ -95,8 +115,11 @@ class GRPOConfig:
     gate: str = "mask"
     seed: int = 0
     checkpoint_every: int = 5
+    start_pool: int = 0
+    freeze: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.freeze = check_freeze(self.freeze)
         for k in (
             "iterations",
             "group_size",
@@ -104,10 +127,11 @@ class GRPOConfig:
             "update_epochs",
             "minibatch_size",
             "checkpoint_every",
+            "start_pool",
         ):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "iterations" else 1):
-                raise ConfigError(f"{k}={v!r} must be a positive integer")
+            v, lo = getattr(self, k), 0 if k in ("iterations", "start_pool") else 1
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise ConfigError(f"{k}={v!r} must be an integer >= {lo}")
         if self.group_size < 2:
             raise ConfigError(
                 f"group_size={self.group_size} must be >= 2 (advantages are relative within a group)"
@@ -120,8 +144,8 @@ class GRPOConfig:
             raise ConfigError(f"exploration_std={self.exploration_std!r} must be > 0 or null")
         if self.kl_coef < 0 or self.entropy_coef < 0:
             raise ConfigError(f"kl_coef={self.kl_coef} and entropy_coef={self.entropy_coef} must be >= 0")
-        if self.score not in ("success", "return"):
-            raise ConfigError(f"score={self.score!r}; expected 'success' or 'return'")
+        if self.score not in SCORES:
+            raise ConfigError(f"score={self.score!r}; expected one of {', '.join(SCORES)}")
         if self.gate not in ("mask", "off"):
             raise ConfigError(f"gate={self.gate!r}; expected 'mask' or 'off'")
         if self.ratio not in ("chunk", "dim"):
@@ -135,8 +159,13 @@ def trajectory_scores(
 
     A trajectory is valid when it is not gated out (``gate="mask"``: every executed step reliable)."""
     lengths = batch.valid.sum(0)
+    success = (batch.success & batch.valid).any(0).float()
     if score == "success":
-        scores = (batch.success & batch.valid).any(0).float()
+        scores = success
+    elif score == "progress":
+        per_step = batch.rewards / batch.executed.clamp(min=1.0)
+        peak = torch.where(batch.valid, per_step, torch.zeros_like(per_step)).amax(0).clamp(0.0, 1.0)
+        scores = torch.where(success > 0, torch.ones_like(peak), peak)
     else:
         scores = (batch.rewards * batch.valid).sum(0)
     ok = lengths > 0
@@ -201,6 +230,7 @@ def grpo_update(
     return {k: sum(v) / len(v) for k, v in stats.items() if v}
 
 
+@freezes_parameters
 def train_grpo(
     env: Any,
     policy: Any,
@@ -231,6 +261,11 @@ def train_grpo(
     if n % cfg.group_size:
         raise ConfigError(f"env num_envs={n} is not a multiple of group_size={cfg.group_size}")
     num_groups = n // cfg.group_size
+    if cfg.start_pool % num_groups:
+        raise ConfigError(
+            f"start_pool={cfg.start_pool} must be a multiple of the {num_groups} groups per iteration "
+            f"(num_envs {n} / group_size {cfg.group_size}), so each group slot keeps its own starts"
+        )
     if cfg.kl_coef > 0 and ref_policy is None:
         ref_policy = copy.deepcopy(policy).requires_grad_(False)
     match_policy_to_env_dims(env, policy, ref_policy)
@@ -250,8 +285,12 @@ def train_grpo(
             break
         t0 = time.perf_counter()
         gen = iteration_generator(cfg.seed, it)
-        group_seeds = [cfg.seed * 1_000_003 + it * num_groups + g for g in range(num_groups)]
+        starts = [it * num_groups + g for g in range(num_groups)]
+        if cfg.start_pool:
+            starts = [x % cfg.start_pool for x in starts]
+        group_seeds = [cfg.seed * 1_000_003 + x for x in starts]
         seeds = [s for s in group_seeds for _ in range(cfg.group_size)]
+        prefix0 = real_prefix_steps(env)
         batch = collect_first_episodes(env, policy, cfg.max_chunks, seeds=seeds, ref_policy=ref_policy)
         scores, valid, lengths = trajectory_scores(batch, cfg.score, cfg.gate)
         group_ids = torch.arange(n) // cfg.group_size
@@ -267,6 +306,8 @@ def train_grpo(
             "mean_length": float(lengths.float().mean()),
             "env_steps": float(batch.executed.sum()),
         }
+        if prefix0 is not None:
+            m["real_prefix_steps"] = real_prefix_steps(env) - prefix0
         if keep.any():
             m.update(grpo_update(policy, opt, batch, adv, keep, lengths, cfg, gen))
         else:

@@ -192,6 +192,9 @@ class RunConfig:
         real_rl_baseline: run RL in the real simulator with the same real-env budget.
         real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size, one group per
             task at least: see :func:`rl_task_layout`).
+        real_rl_reward: the reward RL in the real simulator gets: ``sparse`` (1 on success) or
+            ``dense`` (the built-in suite's staged shaping in [0, 1), 1 on success; for
+            ``rl.score=progress`` or PPO). Evaluation always counts success.
         videos: real | imagined videos written in the report.
         object_dynamics: ``enabled`` (fit a :class:`worldmodels.object_dynamics.ObjectDynamics` on
             the demos after the world model, in ``object_dynamics/``, and attach it to every world
@@ -221,6 +224,7 @@ class RunConfig:
     success_calibration: SuccessCalibrationConfig = field(default_factory=SuccessCalibrationConfig)
     real_rl_baseline: bool = True
     real_rl_num_envs: int = 48
+    real_rl_reward: str = "sparse"
     videos: int = 2
     object_dynamics: dict = field(default_factory=lambda: {"enabled": False})
 
@@ -241,6 +245,13 @@ class RunConfig:
             if other:
                 raise ConfigError(f"render={self.render} is for the built-in suite; suite={self.suite!r} runs on "
                                   f"{', '.join(other)}, which renders its own frames")
+        if self.real_rl_reward not in ("sparse", "dense"):
+            raise ConfigError(f"real_rl_reward={self.real_rl_reward!r}; expected 'sparse' or 'dense'")
+        if self.real_rl_reward == "dense" and self.other_backends():
+            raise ConfigError(
+                f"real_rl_reward=dense is the built-in suite's shaping; suite={self.suite!r} runs on "
+                f"{', '.join(self.other_backends())}"
+            )
         # typed sub-configs are built (and checked) here so a bad key fails before any work
         _, rcfg = self.rl_config()
         if self.real_rl_baseline:
@@ -779,6 +790,16 @@ class Pipeline:
         summary["eval"] = self.evaluate(policy, f"round_{r}")
         return summary
 
+    def real_rl_env(self, per_env: list[str]) -> Any:
+        """The real vector env RL in the real simulator collects in: one sub-env per entry of ``per_env``
+        (task ids), autoreset on the same step, the run's ``real_rl_reward``."""
+        import envs
+
+        dense = {"reward_type": "dense"} if self.cfg.real_rl_reward == "dense" else {}
+        return envs.make_vec(
+            per_env, len(per_env), **self.env_kwargs(), **dense, autoreset_mode="same_step", seed=self.cfg.seed + 999
+        )
+
     def s_real_rl(
         self, budget: float | None, world: Any = None, name: str = "real_rl", rl_seed: int = 0, tag: str = ""
     ) -> dict:
@@ -787,7 +808,8 @@ class Pipeline:
         (0: no RL; None: the config's ``rl.iterations``). ``world``: None trains in the real simulator
         (the baseline); else a function of the real (same-step) vector env returning the env RL trains
         in instead, from the real env's resets (``benchmarks.state_model_rl``); its ``real_sim_calls``
-        (if it has them) are reported and it has no real env steps. ``rl_seed``: 0 gives the RL seed
+        (if it has them) are reported, and its real env steps are its real prefixes' (the trainers'
+        ``real_prefix_steps``; 0 for a world without them). ``rl_seed``: 0 gives the RL seed
         ``seed * 100 + 999`` (its starts and noise); N > 0 an independent repeat (offset ``999 + 1000 * N``).
         ``tag``: a later point of the same RL run (resumed from its last checkpoint and trained on to the
         larger ``budget``) saves its policy as ``policy<tag>`` and its evaluation videos as ``<name><tag>``."""
@@ -800,7 +822,7 @@ class Pipeline:
         n = self.cfg.real_rl_num_envs
         tasks = self.tasks()
         per_env = rl_task_layout(tasks, n, g)
-        real = envs.make_vec(per_env, n, **self.env_kwargs(), autoreset_mode="same_step", seed=self.cfg.seed + 999)
+        real = self.real_rl_env(per_env)
         trained_in = real if world is None else world(real)
         env = ActionChunkWrapper(trained_in, policy.chunk_size)
         out = self.root / name
@@ -818,10 +840,13 @@ class Pipeline:
                 max_chunks=envs.full_episode_chunks(tasks, policy.chunk_size),
             )
         steps = float(sum(h.get("env_steps", 0.0) for h in hist))
-        summary["real_env_steps"] = steps if world is None else 0.0
+        # a world's real steps are its real prefixes', from the whole history (a resumed run's too)
+        prefix = float(sum(h.get("real_prefix_steps", 0.0) for h in hist))
+        summary["real_env_steps"] = steps if world is None else prefix
         summary["rl_iterations"] = len(hist)
         if world is not None:
             summary["world_env_steps"] = steps
+            # this invocation's calls only (a resumed run's earlier ones are not in them)
             summary["real_sim_calls"] = dict(getattr(trained_in, "real_sim_calls", {}))
         env.close()
         policy.save_pretrained(out / f"policy{tag}")

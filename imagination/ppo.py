@@ -9,7 +9,7 @@ gated-out imagined steps) are excluded from the loss.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -25,11 +25,14 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     budget_exhausted,
+    check_freeze,
     checkpoint_budget_stop,
     clipped_surrogate,
+    freezes_parameters,
     iteration_generator,
     old_log_prob_dims,
     policy_device,
+    real_prefix_steps,
     resume_trainer,
     save_trainer_checkpoint,
     set_exploration_std,
@@ -56,6 +59,7 @@ class PPOConfig:
         critic_warmup: value-only epochs on the first batch before the policy moves (a fresh
             critic on a pretrained policy would otherwise push it with noise).
         seed: seed of resets, sampling and minibatch order; checkpoint_every: iterations.
+        freeze: parameter-name prefixes of the policy RL leaves as they are (see ``GRPOConfig.freeze``).
     """
 
     iterations: int = 20
@@ -76,8 +80,10 @@ class PPOConfig:
     critic_warmup: int = 4
     seed: int = 0
     checkpoint_every: int = 5
+    freeze: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.freeze = check_freeze(self.freeze)
         for k in (
             "iterations",
             "num_steps",
@@ -125,6 +131,7 @@ class ValueNet(nn.Module):
         return self.mlp(torch.cat([self.conv(img), obs["state"].to(dev).float()], -1)).squeeze(-1)
 
 
+@freezes_parameters
 def train_ppo(
     env: Any,
     policy: Any,
@@ -172,6 +179,7 @@ def train_ppo(
             break
         t0 = time.perf_counter()
         gen = iteration_generator(cfg.seed, it)
+        prefix0 = real_prefix_steps(env)
         batch, last_value = collector.collect(policy, cfg.num_steps, value_fn)
         dones = batch.terminated | batch.truncated
         rewards = batch.rewards + cfg.gamma * batch.final_values * (batch.truncated & ~batch.terminated)
@@ -217,6 +225,8 @@ def train_ppo(
         m.update(collector.pop_episode_stats())
         m["chunk_steps"] = float(batch.valid.sum())
         m["env_steps"] = float(batch.executed.sum())
+        if prefix0 is not None:
+            m["real_prefix_steps"] = real_prefix_steps(env) - prefix0
         m["iter_time_s"] = time.perf_counter() - t0
         history.append(m)
         if run is not None:

@@ -7,8 +7,11 @@ states, history) and, when the policy has ``save_pretrained``, ``policy/`` (a lo
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import random
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +107,52 @@ def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     return params
 
 
+def check_freeze(freeze: Any) -> list[str]:
+    """A trainer config's ``freeze``: a list of parameter-name prefixes (a ConfigError otherwise)."""
+    if isinstance(freeze, str) or not isinstance(freeze, (list, tuple)) or not all(
+        isinstance(f, str) and f for f in freeze
+    ):
+        raise ConfigError(f"freeze={freeze!r}; expected a list of parameter-name prefixes, e.g. [net.image_enc]")
+    return list(freeze)
+
+
+@contextlib.contextmanager
+def frozen(module: nn.Module, prefixes: list[str] | tuple[str, ...]) -> Iterator[list[str]]:
+    """Keep the parameters of ``module`` whose names start with any of ``prefixes`` (e.g.
+    ``net.image_enc``: the built-in VLA's vision encoder) out of training while the block runs
+    (``requires_grad`` False; restored after). Yields the frozen names. A prefix that names no
+    parameter is a ConfigError listing the module's top-level parts."""
+    if not prefixes:
+        yield []
+        return
+    named = list(module.named_parameters())
+    for pre in prefixes:
+        if not any(n == pre or n.startswith(pre + ".") for n, _ in named):
+            parts = sorted({".".join(n.split(".")[:2]) for n, _ in named})
+            raise ConfigError(f"freeze: {pre!r} names no parameter of {type(module).__name__}; its parts: {', '.join(parts)}")
+    hit = [(n, p) for n, p in named if any(n == pre or n.startswith(pre + ".") for pre in prefixes)]
+    before = [p.requires_grad for _, p in hit]
+    for _, p in hit:
+        p.requires_grad_(False)
+    try:
+        yield [n for n, _ in hit]
+    finally:
+        for (_, p), rg in zip(hit, before):
+            p.requires_grad_(rg)
+
+
+def freezes_parameters(train: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator of a trainer ``train(env, policy, cfg, ...)``: it runs with ``cfg.freeze``'s parameters
+    of ``policy`` frozen (:func:`frozen`)."""
+
+    @functools.wraps(train)
+    def run_frozen(env: Any, policy: Any, cfg: Any, *args: Any, **kwargs: Any) -> Any:
+        with frozen(policy, cfg.freeze):
+            return train(env, policy, cfg, *args, **kwargs)
+
+    return run_frozen
+
+
 def resume_trainer(
     run: RunDir | None, modules: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer]
 ) -> tuple[int, list[dict[str, float]]]:
@@ -138,6 +187,18 @@ def set_exploration_std(std: float | None, *policies: Any) -> None:
                 "(it samples with its own distribution)",
                 stacklevel=2,
             )
+
+
+def real_prefix_steps(env: Any) -> float | None:
+    """The real env steps an env made of a world model and a real simulator has taken so far (its
+    ``real_sim_calls["prefix_steps"]``: real-physics prefixes of its episodes, as
+    ``benchmarks._split_worlds.StateModelVectorEnv(real_steps=K)`` takes), or None for an env that does
+    not report them. The trainers log each iteration's share (``real_prefix_steps``), so a resumed run's
+    history still holds every real step, not only those of the invocation that finished it."""
+    calls = getattr(getattr(env, "unwrapped", env), "real_sim_calls", None)
+    if not isinstance(calls, dict) or "prefix_steps" not in calls:
+        return None
+    return float(calls["prefix_steps"])
 
 
 def budget_exhausted(history: list[dict[str, float]], max_env_steps: float | None) -> bool:

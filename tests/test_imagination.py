@@ -999,6 +999,23 @@ def test_real_rl_baseline_gives_every_task_a_group():
     assert set(rl_task_layout(builtin, cfg.real_rl_num_envs, cfg.rl["group_size"])) == set(builtin)
 
 
+def test_real_rl_reward_is_checked_and_reaches_the_real_env(tmp_path):
+    from imagination.pipeline import Pipeline, load_run_config
+
+    with pytest.raises(ConfigError, match="real_rl_reward='shaped'; expected 'sparse' or 'dense'"):
+        load_run_config(["real_rl_reward=shaped"], "run_quick")
+    with pytest.raises(ConfigError, match="real_rl_reward=dense is the built-in suite's.*maniskill"):
+        load_run_config(["suite=PickCube-v1", "real_rl_reward=dense"], "run_quick")
+    for reward in ("sparse", "dense"):
+        cfg = load_run_config([f"run_dir={tmp_path / reward}", f"real_rl_reward={reward}"], "run_quick")
+        env = Pipeline(cfg, progress=False).real_rl_env(["PushCube-v0", "PushCube-v0"])
+        assert env.reward_type == reward and env.num_envs == 2
+        env.reset(seed=0)
+        _, r, *_ = env.step(np.zeros((2, 7), np.float32))
+        assert (r > 0).all() == (reward == "dense")  # the staged shaping pays for reaching; sparse only success
+        env.close()
+
+
 def test_object_dynamics_learns_real_pushes_and_moves_the_world_models_cubes(data, tmp_path):
     """The state-space object model beats "the cube stays put" on held-out real pushes, keeps parked
     cubes still, and, attached to a world model, replaces its predicted cube poses by its own rollout

@@ -344,7 +344,7 @@ def test_evaluate_policy_in_real_simulator(tmp_path):
 
     res = evaluate_policy("expert:0.0", "PushCube-v0", episodes_per_task=3, seed=0, num_envs=3)
     task = res["tasks"]["PushCube-v0"]
-    assert task["success_rate"] == 1.0 and task["episodes"] == 3
+    assert task["success_rate"] == 1.0 and task["episodes"] == 3 and task["outcomes"] == [1, 1, 1]
     assert 0 < task["ci95"][0] < 1.0 == task["ci95"][1]
     policy = VLAPolicy(VLAConfig(image_size=64, channels=(8, 8, 8), hidden_dim=32, chunk_size=4)).eval()
     res = evaluate_policy(policy, ["PushCube-v0", "LiftCube-v0"], 2, seed=1, num_envs=2, video_dir=tmp_path / "v")
@@ -360,6 +360,36 @@ def test_evaluate_policy_in_real_simulator(tmp_path):
         evaluate_policy("expert:abc", "PushCube-v0", 1)
     with pytest.raises(WmrlError, match="episodes_per_task=0"):
         evaluate_policy("random", "PushCube-v0", 0)
+
+
+def test_policy_compare_pairs_arms_episode_by_episode(tmp_path):
+    """Arms play the same held-out starts; the paired difference is per pair and per episode, a re-run
+    reads the outcomes back from the cache, and bad arms are one-line errors before any play."""
+    from benchmarks.policy_compare import main, paired_difference
+
+    ref = [{"A": [1, 0, 1, 1], "B": [0, 0, 1, 0]}, {"A": [1, 1, 1, 1], "B": [0, 0, 0, 0]}]
+    arm = [{"A": [1, 1, 1, 1], "B": [0, 0, 1, 0]}, {"A": [1, 1, 0, 1], "B": [0, 0, 0, 0]}]
+    d = paired_difference(arm, ref)
+    assert d["diff_per_pair"] == [0.125, -0.125] and d["mean_diff"] == 0.0
+    assert d["se_pairs"] == pytest.approx(0.125) and d["se_episodes"] == pytest.approx(np.std([1, -1] + [0] * 14, ddof=1) / 4)
+    out = tmp_path / "c.json"
+    args = ["--arm", "good", "expert:0.0", "--arm", "bad", "random", "--episodes-per-task", "2", "--num-envs", "2",
+            "--work", str(tmp_path / "w"), "--out", str(out)]
+    assert main(args) == 0
+    res = json.loads(out.read_text())
+    assert res["arms"]["good"]["success"] == 1.0 and res["reference"] == "good"
+    assert len(res["arms"]["bad"]["outcomes"][0]["PushCube-v0"]) == 2
+    assert res["paired"]["bad"]["mean_diff"] == res["arms"]["bad"]["success"] - 1.0
+    cached = sorted((tmp_path / "w").glob("*.json"))
+    assert len(cached) == 2
+    stamp = [c.stat().st_mtime_ns for c in cached]
+    assert main(args) == 0 and [c.stat().st_mtime_ns for c in cached] == stamp  # nothing played again
+    with pytest.raises(WmrlError, match=r"the arms hold good: 1, bad: 2 policies"):
+        main(["--arm", "good", "expert:0.0", "--arm", "bad", "random", "random", "--out", str(out)])
+    with pytest.raises(WmrlError, match=r"policy '.*nowhere' is not a policy folder"):
+        main(["--arm", "x", str(tmp_path / "nowhere"), "--out", str(out)])
+    with pytest.raises(WmrlError, match=r"--reference 'sft' is not an arm; arms: good"):
+        main(["--arm", "good", "expert:0.0", "--reference", "sft", "--out", str(out)])
 
 
 def test_policy_sft_dataset_rounds(tmp_path):

@@ -289,6 +289,33 @@ def test_group_shared_starts_and_masking():
     assert ok.all()
 
 
+def test_progress_score_ranks_failures_by_their_peak_and_never_above_a_success():
+    batch = collect_first_episodes(ReachEnv(4), TinyGaussianPolicy(), 3, seeds=[1] * 4)
+    assert batch.valid.shape == (3, 4)
+    batch.valid[:] = True
+    batch.success[:] = False
+    batch.executed[:] = 4.0
+    # chunk sums of a staged dense reward (4 single steps each)
+    batch.rewards[:] = torch.tensor(
+        [[0.4, 2.8, 2.8, 0.8], [2.4, 2.8, 2.0, 0.8], [1.2, 2.8, 2.8, 3.6]]
+    )
+    batch.success[1, 1] = True  # sub-env 1 succeeds in its second chunk, which ends after 2 steps
+    batch.executed[1, 1] = 2.0
+    batch.rewards[1, 1] = 1.6  # 0.6 + 1.0
+    batch.valid[2, 1] = False  # ...and its third chunk is not part of the episode
+    batch.valid[2, 3] = False  # sub-env 3's best chunk lies after its episode
+    scores, ok, _ = trajectory_scores(batch, "progress", "off")
+    torch.testing.assert_close(scores, torch.tensor([0.6, 1.0, 0.7, 0.2]))
+    returns, _, _ = trajectory_scores(batch, "return", "off")
+    assert returns[2] > returns[1]  # a dense return ranks a long failure above the quick success
+    assert ok.all()
+    batch.rewards[:] = batch.success.float()  # the sparse reward: progress is success
+    sparse, _, _ = trajectory_scores(batch, "progress", "off")
+    torch.testing.assert_close(sparse, trajectory_scores(batch, "success", "off")[0])
+    with pytest.raises(ConfigError, match="score='peak'"):
+        GRPOConfig(score="peak")
+
+
 def test_grpo_resume_equals_uninterrupted(tmp_path):
     cfg4 = GRPOConfig(
         iterations=4, group_size=4, max_chunks=4, minibatch_size=32, lr=3e-3, checkpoint_every=2
@@ -783,3 +810,50 @@ def test_state_model_refit_needs_two_rounds_of_rollouts(tmp_path):
     with pytest.raises(WmrlError, match="--steps 0 and --num-threads 1 must be >= 1"):
         main(["--runs", str(tmp_path / "run"), "--steps", "0", "--out", str(tmp_path / "x.json")])
     assert not (tmp_path / "x.json").exists()
+
+
+def test_freeze_keeps_named_parameters_out_of_grpo_and_ppo():
+    """rl.freeze: the parameters under the prefixes stay exactly as they were, the rest train, and
+    requires_grad is restored afterwards; a prefix that names nothing is a one-line config error."""
+    for algo in ("grpo", "ppo"):
+        policy = TinyGaussianPolicy(seed=1)
+        before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+        if algo == "grpo":
+            cfg = GRPOConfig(iterations=2, group_size=4, max_chunks=4, minibatch_size=32, lr=3e-3, freeze=["net.0"])
+            train_grpo(ReachEnv(8), policy, cfg, progress=False)
+        else:
+            cfg = PPOConfig(iterations=2, num_steps=4, minibatch_size=16, lr=3e-3, critic_warmup=0, freeze=["net.0"])
+            train_ppo(ReachEnv(8), policy, cfg, progress=False)
+        for n, p in policy.named_parameters():
+            assert torch.equal(p, before[n]) == n.startswith("net.0."), (algo, n)
+            assert p.requires_grad
+    with pytest.raises(ConfigError, match=r"freeze: 'net.9' names no parameter of TinyGaussianPolicy; its parts: .*net.0"):
+        train_grpo(ReachEnv(8), TinyGaussianPolicy(), GRPOConfig(iterations=1, group_size=4, freeze=["net.9"]),
+                   progress=False)
+    with pytest.raises(ConfigError, match=r"freeze='net.0'; expected a list"):
+        PPOConfig(freeze="net.0")
+
+
+def test_start_pool_cycles_a_fixed_set_of_group_starts():
+    """rl.start_pool=P: iteration i's group g starts from start (i * groups + g) mod P, so the same scenes
+    come back every P / groups iterations, each group slot with its own; 0 draws new starts throughout."""
+
+    class SeedLog(ReachEnv):
+        def reset(self, *, seed=None, options=None):
+            self.seeds.append(list(seed))
+            return super().reset(seed=seed, options=options)
+
+    def starts(pool: int) -> list[list[int]]:
+        env = SeedLog(8)
+        env.seeds = []
+        train_grpo(env, TinyGaussianPolicy(), GRPOConfig(iterations=4, group_size=4, max_chunks=2, start_pool=pool),
+                   progress=False)
+        return [s[::4] for s in env.seeds]  # one seed per group
+
+    fresh, pooled = starts(0), starts(4)
+    assert len({tuple(s) for s in fresh}) == 4 and len({x for s in fresh for x in s}) == 8
+    assert pooled[0] == pooled[2] == fresh[0] and pooled[1] == pooled[3] == fresh[1] and pooled[0] != pooled[1]
+    with pytest.raises(ConfigError, match=r"start_pool=3 must be a multiple of the 2 groups per iteration"):
+        starts(3)
+    with pytest.raises(ConfigError, match=r"start_pool=-1 must be an integer >= 0"):
+        GRPOConfig(start_pool=-1)

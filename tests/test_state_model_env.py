@@ -265,6 +265,36 @@ def test_real_prefix_is_the_physics_then_the_model_branches_from_the_real_state(
     real.close()
 
 
+def test_dense_reward_is_the_tasks_shaping_on_the_model_states_and_the_physics_in_a_prefix():
+    """reward_type="dense": a real prefix step pays the simulator's own dense reward; a model step pays
+    the task's staged progress (the simulator's shaping, read on the states the model advanced with),
+    1 on success. The shaping read on real states is the simulator's dense reward below success."""
+    from envs.tabletop.environment_state import shaping_from_environment_state
+
+    env = StateModelVectorEnv(
+        envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step", reward_type="dense"), _model(), real_steps=2
+    )
+    real = envs.make_vec(TASKS, 3, seed=0, autoreset_mode="same_step", reward_type="dense")
+    env.reset(seed=3)
+    real.reset(seed=3)
+    for t in range(2):
+        _, r, *_ = env.step(_actions(3, t))
+        robs, rr, _, _, rinfo = real.step(_actions(3, t))
+        np.testing.assert_array_equal(r, rr)
+        assert (rr > 0).all() and not rinfo["success"].any()
+        shaped = shaping_from_environment_state(TASKS, robs["state"], real.environment_state())
+        np.testing.assert_allclose(shaped, rr, rtol=0, atol=1e-6)
+    seen = []
+    for t in range(2, 6):
+        _, r, te, *_ = env.step(_actions(3, t))
+        want = shaping_from_environment_state(TASKS, env.rollout.now.numpy(), env.rollout.env_now)
+        np.testing.assert_allclose(r, np.where(te, 1.0, want), rtol=0, atol=1e-6)
+        seen.append(r)
+    assert len(np.unique(np.round(seen, 6))) > 3 and (np.asarray(seen) <= 1.0).all()  # it moves with the states
+    env.close()
+    real.close()
+
+
 @pytest.mark.parametrize("after_autoreset", [True, False])
 def test_real_prefix_after_autoreset_or_only_after_reset(after_autoreset):
     """An episode started by autoreset gets its own real prefix, or (prefix_after_autoreset=False, for
@@ -324,8 +354,6 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         StateModelVectorEnv(ActionChunkWrapper(envs.make_vec(TASKS, 3, autoreset_mode="same_step"), 4), _model())
     with pytest.raises(WmrlError, match="wrist_image=False"):
         StateModelVectorEnv(envs.make_vec(TASKS, 3, wrist_image=True), _model())
-    with pytest.raises(WmrlError, match="sparse"):
-        StateModelVectorEnv(envs.make_vec(TASKS, 3, reward_type="dense"), _model())
     with pytest.raises(WmrlError, match=r"has no state model object_dynamics_arm/.*--arm"):
         state_model_dir(tmp_path, "object_dynamics_arm")
     _model().save_pretrained(tmp_path / "od")
@@ -336,6 +364,10 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         main(["--runs", str(tmp_path), "--rl-seed", "-1", "--out", str(tmp_path / "r.json")])
     with pytest.raises(WmrlError, match=r"--real-steps -2 must be >= 0"):
         main(["--runs", str(tmp_path), "--real-steps", "-2", "--out", str(tmp_path / "r.json")])
+    with pytest.raises(WmrlError, match=r"'rl.score=progress' was read as a folder name"):
+        main(["--out", str(tmp_path / "r.json"), "--runs", str(tmp_path), "--object-dynamics", "od", "rl.score=progress"])
+    with pytest.raises(WmrlError, match=r"override 'dense' is not key=value"):
+        main(["--runs", str(tmp_path), "--out", str(tmp_path / "r.json"), "dense"])
     assert not (tmp_path / "r.json").exists()
 
 
@@ -479,3 +511,38 @@ def test_ensemble_bad_input_gives_one_line_errors():
     with pytest.raises(WmrlError, match="gate='off'"):
         StateModelVectorEnv(real, [_model(), _model(1)], gate="off")
     real.close()
+
+
+def test_grpo_history_counts_every_real_prefix_step_also_when_resumed(tmp_path):
+    """GRPO in a branched world logs each iteration's real prefix steps (``real_prefix_steps``), so a run
+    stopped and resumed holds them all in its history, as many as the env of an uninterrupted run counted."""
+    from imagination.grpo import GRPOConfig, train_grpo
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+    from wmrl.runs import RunDir
+
+    def world() -> ActionChunkWrapper:
+        real = envs.make_vec([t for t in TASKS for _ in range(2)], 6, seed=0, image_size=32,
+                             autoreset_mode="same_step", max_episode_steps=8)
+        return ActionChunkWrapper(StateModelVectorEnv(real, _model(), real_steps=4, prefix_after_autoreset=False), 2)
+
+    def policy() -> VLAPolicy:
+        torch.manual_seed(0)
+        return VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
+
+    cfg = GRPOConfig(iterations=3, group_size=2, max_chunks=4, minibatch_size=64, checkpoint_every=1)
+    env = world()
+    full = train_grpo(env, policy(), cfg, run=RunDir(tmp_path / "full"), progress=False)
+    counted = env.unwrapped.real_sim_calls["prefix_steps"]
+    assert counted > 0 and sum(h["real_prefix_steps"] for h in full) == counted
+    train_grpo(world(), policy(), GRPOConfig(**{**cfg.__dict__, "iterations": 1}), run=RunDir(tmp_path / "cut"),
+               progress=False)
+    resumed_env = world()
+    resumed = train_grpo(resumed_env, policy(), cfg, run=RunDir(tmp_path / "cut"), progress=False)
+    assert resumed_env.unwrapped.real_sim_calls["prefix_steps"] < counted  # this invocation ran 2 of 3
+    assert [h["real_prefix_steps"] for h in resumed] == [h["real_prefix_steps"] for h in full]
+    assert "real_prefix_steps" not in train_grpo(
+        ActionChunkWrapper(envs.make_vec(TASKS, 2, seed=0, image_size=32, max_episode_steps=8,
+                                         autoreset_mode="same_step"), 2),
+        policy(), GRPOConfig(iterations=1, group_size=2, max_chunks=4), progress=False,
+    )[0]  # a real env reports none

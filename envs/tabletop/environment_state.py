@@ -59,6 +59,20 @@ def success_from_environment_state(
         env_state: float (N, 13) environment states (layout above).
     Returns: bool (N,).
     """
+    return _task_rule("success", task_ids, proprio, env_state).astype(bool)
+
+
+def shaping_from_environment_state(
+    task_ids: list[str], proprio: np.ndarray, env_state: np.ndarray
+) -> np.ndarray:
+    """Each task's staged progress below success (:meth:`envs.tabletop.tasks.Task.shaping`: what the
+    dense reward pays before success, in [0, 0.75]) on (predicted) states; arguments as
+    :func:`success_from_environment_state`. Returns float32 (N,)."""
+    return _task_rule("shaping", task_ids, proprio, env_state).astype(np.float32)
+
+
+def _task_rule(rule: str, task_ids: list[str], proprio: np.ndarray, env_state: np.ndarray) -> np.ndarray:
+    """Each task's method ``rule`` on the states (checked) -> float64 (N,)."""
     proprio, env_state = np.asarray(proprio, np.float64), np.asarray(env_state, np.float64)
     n = len(task_ids)
     if proprio.shape != (n, 8) or env_state.shape != (n, ENV_STATE_DIM):
@@ -67,17 +81,17 @@ def success_from_environment_state(
         )
     unknown = sorted({t for t in task_ids if t not in TASKS})
     if unknown:
-        raise WmrlError(f"task {unknown[0]!r} has no state-based success test; built-in tasks: {', '.join(TASKS)}")
+        raise WmrlError(f"task {unknown[0]!r} has no state-based {rule} test; built-in tasks: {', '.join(TASKS)}")
     cube_pos = env_state[:, :CUBE_DIMS].reshape(n, 3, 3)
     goal_xy = env_state[:, 9:11]
     target = np.clip(np.rint(env_state[:, 11]), 0, 2).astype(np.int64)
     goal = np.clip(np.rint(env_state[:, 12]), 0, 2).astype(np.int64)
     tcp, finger = proprio[:, :3], proprio[:, 6]
-    out = np.zeros(n, bool)
+    out = np.zeros(n, np.float64)
     ids = np.asarray(task_ids)
     for name in dict.fromkeys(task_ids):
         m = ids == name
-        out[m] = TASKS[name].success(cube_pos[m], target[m], goal_xy[m], goal[m], tcp[m], finger[m])
+        out[m] = getattr(TASKS[name], rule)(cube_pos[m], target[m], goal_xy[m], goal[m], tcp[m], finger[m])
     return out
 
 
@@ -86,5 +100,6 @@ __all__ = [
     "ENV_STATE_DIM",
     "ENV_STATE_NAMES",
     "pack_environment_state",
+    "shaping_from_environment_state",
     "success_from_environment_state",
 ]

@@ -105,16 +105,20 @@ class Task:
         finger (n,) -> bool (n,)."""
         raise NotImplementedError
 
-    def dense_reward(self, cube_pos, target, goal_xy, goal, tcp, finger) -> np.ndarray:
-        """Staged dense reward in [0, 1]: reach the cube, bring it to the goal; 1 on success."""
+    def shaping(self, cube_pos, target, goal_xy, goal, tcp, finger) -> np.ndarray:
+        """The staged progress below success, in [0, 0.75]: reach the cube (1/4), bring it to the goal
+        (2/4). Same arguments as :meth:`success`; float (n,)."""
         n = len(target)
         cube = cube_pos[np.arange(n), target]
         reach = 1.0 - np.tanh(8.0 * np.linalg.norm(tcp - cube, axis=1))
         goal3 = self.goal_pos(goal_xy, cube_pos, goal)
         place = 1.0 - np.tanh(8.0 * np.linalg.norm(cube - goal3, axis=1))
-        r = (reach + 2.0 * place) / 4.0
+        return (reach + 2.0 * place) / 4.0
+
+    def dense_reward(self, cube_pos, target, goal_xy, goal, tcp, finger) -> np.ndarray:
+        """Staged dense reward in [0, 1]: :meth:`shaping`, 1 on success."""
         ok = self.success(cube_pos, target, goal_xy, goal, tcp, finger)
-        return np.where(ok, 1.0, r).astype(np.float32)
+        return np.where(ok, 1.0, self.shaping(cube_pos, target, goal_xy, goal, tcp, finger)).astype(np.float32)
 
 
 def _two_colors(rng: np.random.Generator) -> tuple[int, int]:
@@ -203,13 +207,12 @@ class LiftCube(Task):
         cube_xy[t], cube_xy[d] = pts
         return Layout(cube_xy, _nan(2), _nan(2), t, 0, f"pick up the {COLOR_NAMES[t]} cube")
 
-    def dense_reward(self, cube_pos, target, goal_xy, goal, tcp, finger):
+    def shaping(self, cube_pos, target, goal_xy, goal, tcp, finger):
         n = len(target)
         cube = cube_pos[np.arange(n), target]
         reach = 1.0 - np.tanh(8.0 * np.linalg.norm(tcp - cube, axis=1))
         lift = np.clip((cube[:, 2] - CUBE_HALF) / 0.1, 0.0, 1.0)
-        ok = self.success(cube_pos, target, goal_xy, goal, tcp, finger)
-        return np.where(ok, 1.0, (reach + 2.0 * lift) / 4.0).astype(np.float32)
+        return (reach + 2.0 * lift) / 4.0
 
     def success(self, cube_pos, target, goal_xy, goal, tcp, finger):
         cube = cube_pos[np.arange(len(target)), target]
