@@ -61,6 +61,18 @@ def _curve(d: dict, name: str = "default") -> str:
     return f"{_fmt(v['sft_success'])} -> " + " / ".join(_fmt(c["rl_success"]) for c in v["curve"])
 
 
+def _pool(d: dict, name: str = "pool64", k: int = 8) -> str:
+    """A real_rl.json variant trained on a fixed start pool: held-out ``SFT -> after``, then the sampled
+    training success of its first and its last ``k`` iterations (the same starts when ``k`` iterations
+    cover the pool), mean over seeds."""
+    v = (d.get("variants") or {}).get(name)
+    if not v:
+        return "not run"
+    runs = [r["train_success_by_iteration"] for r in v["per_seed"].values()]
+    first, last = (sum(sum(r[sl]) / len(r[sl]) for r in runs) / len(runs) for sl in (slice(0, k), slice(-k, None)))
+    return f"{_variant(d, name)}; on the pool's starts, sampled: {_fmt(first)} -> {_fmt(last)}"
+
+
 def _smrl(d: dict, extra: str = "") -> str:
     """``SFT -> after`` of a state_model_rl.json; ``extra``: ``real`` appends `` / `` real GRPO at the same
     iterations, ``steps`` appends ``; `` the real env steps used per seed."""
@@ -239,6 +251,22 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
     ("real_rl_ratio_rlseed2.json", "same, --rl-seed 2: chunk / dim",
      lambda d: " / ".join(_variant(d, k) for k in ("default", "dim")), ""),
+    ("real_rl_dense.json", "same benchmark, the real env's staged dense reward (real_rl_reward=dense) with GRPO "
+     "scoring failures by their progress (rl.score=progress): advantages divided by the group std / not",
+     lambda d: " / ".join(_variant(d, k) for k in ("dense_progress", "dense_progress_nostd")), ""),
+    ("real_rl_pool.json", "same benchmark, GRPO cycling a fixed pool of 64 starts (rl.start_pool=64, each seen every 8 "
+     "iterations): held-out success; sampled success on the pool's starts, first vs last 8 iterations",
+     _pool, ""),
+    ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
+     "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
+    ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
+     "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
+     ""),
+    ("policy_compare.json", "same episodes, lift over SFT (paired): RL in the pixel world (main job round 0) / "
+     "state-model world from t=0 / branched 24 real steps (148k real steps) / real GRPO 150k",
+     lambda d: " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in (
+         "imagination_pixel_round0", "state_world_t0", "state_world_branch24", "grpo_150k")), ">= +0.30"),
     ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
      "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
     ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "
