@@ -264,9 +264,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
      ""),
     ("policy_compare.json", "same episodes, lift over SFT (paired): RL in the pixel world (main job round 0) / "
-     "state-model world from t=0 / branched 24 real steps (148k real steps) / real GRPO 150k",
+     "state-model world from t=0 / branched 24 real steps (148k real steps) / real GRPO 150k / branched, 300 "
+     "iterations (442k) / real GRPO 380k",
      lambda d: " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in (
-         "imagination_pixel_round0", "state_world_t0", "state_world_branch24", "grpo_150k")), ">= +0.30"),
+         "imagination_pixel_round0", "state_world_t0", "state_world_branch24", "grpo_150k",
+         "state_world_branch24_it300", "grpo_380k")), ">= +0.30"),
     ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
      "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
     ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "
@@ -377,6 +379,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_rlseed1.json", "same, --rl-seed 1",
      lambda d: _smrl(d, "steps"), ""),
+    ("state_model_rl_branch24_it300.json", "same, 300 iterations (--iterations 300; one resume on the way): real "
+     "success SFT -> after; real env steps used per seed", lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix.json", "first run of the same: episodes begun by autoreset (which GRPO "
      "ignores) got real prefixes too, and the physics went on under sub-envs already in the model",
      lambda d: _smrl(d, "steps"), ""),
