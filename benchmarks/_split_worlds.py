@@ -68,8 +68,7 @@ class StateModelRollout:
     start ``context`` (``rl_headroom._ReplayedStart.context``: the last proprio and environment states of
     the way there), with each sub-env's task rule (:func:`success_from_environment_state`) read at every
     step. ``now`` / ``prev`` are the proprio (N, P) now and one step earlier, ``objs`` / ``objs_prev`` the
-    object positions (N, O, 3). ``shaping`` (N,) is the task's staged progress below success
-    (:func:`shaping_from_environment_state`) at the last step of the last chunk, on the states advanced with.
+    object positions (N, O, 3).
 
     With an ensemble of M members every member steps each chunk from the same current state; the state
     advances with one member's prediction per sub-env and chunk (``advance``: ``first`` member 0, ``random``
@@ -105,7 +104,6 @@ class StateModelRollout:
         self.env_now = env[:, -1].copy()
         self.spread = np.zeros(len(self.task_ids), np.float32)
         self.member = np.zeros(len(self.task_ids), np.int64)  # the member each sub-env advanced with last
-        self.shaping = np.zeros(len(self.task_ids), np.float32)  # the advanced states' staged progress
 
     def restart(
         self,
@@ -135,10 +133,7 @@ class StateModelRollout:
         (N,): the task's rule held at some step of it (on the members ``success`` asks for)."""
         import torch
 
-        from envs.tabletop.environment_state import (
-            shaping_from_environment_state,
-            success_from_environment_state,
-        )
+        from envs.tabletop.environment_state import success_from_environment_state
 
         acts = torch.as_tensor(np.asarray(actions, np.float32)).clamp(-1.0, 1.0)
         n, k, m = acts.shape[0], acts.shape[1], len(self.models)
@@ -166,8 +161,6 @@ class StateModelRollout:
             pts = torch.cat([props_all[..., self.tcp][..., None, :], moved_all], -2)
             d = (pts[:, None] - pts[None]).norm(dim=-1)  # (M, M, N, K, 1 + O)
             self.spread = d.amax(dim=(0, 1, 3, 4)).numpy().astype(np.float32)
-        # env_now holds the advanced member's objects at the chunk's last step
-        self.shaping = shaping_from_environment_state(self.task_ids, props[:, -1].numpy(), self.env_now)
         self.prev, self.now = (props[:, -2] if k > 1 else self.now), props[:, -1]
         self.objs_prev, self.objs = (moved[:, -2] if k > 1 else self.objs), moved[:, -1]
         return hit
@@ -518,7 +511,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             gate_ok[pending], spread[pending] = True, 0.0
         reward = success.astype(np.float32)
         if self.env.reward_type == "dense":  # the task's shaping on the advanced states, 1 on success
-            reward = np.where(success, 1.0, self.rollout.shaping).astype(np.float32)
+            from envs.tabletop.environment_state import shaping_from_environment_state
+
+            shaping = shaping_from_environment_state(self.task_ids, self.rollout.now.numpy(), self.rollout.env_now)
+            reward = np.where(success, 1.0, shaping).astype(np.float32)
             if phys is not None:
                 reward[prefix] = phys[2][prefix]  # the prefix's: the physics' own dense reward
             if pending.any():

@@ -132,10 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     todo = list(dict.fromkeys(x for v in arms.values() for x in v))
     played: dict[str, dict[str, list[int]]] = {}
+
+    def done(path: str, outcomes: dict[str, list[int]]) -> None:
+        played[path] = outcomes
+        print(f"{path}: {np.mean([np.mean(o) for o in outcomes.values()]):.3f}", flush=True)
+
     if a.jobs <= 1:
         for path in todo:
-            played[path] = play(path, eps, a.seed, a.num_envs, work)
-            print(f"{path}: {np.mean([np.mean(o) for o in played[path].values()]):.3f}", flush=True)
+            done(path, play(path, eps, a.seed, a.num_envs, work))
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -145,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
             futs = {path: ex.submit(play, path, eps, a.seed, a.num_envs, work) for path in todo}
             for path, f in futs.items():
-                played[path] = f.result()
-                print(f"{path}: {np.mean([np.mean(o) for o in played[path].values()]):.3f}", flush=True)
+                done(path, f.result())
     out_arms = {name: summarize_arm(paths, [played[x] for x in paths]) for name, paths in arms.items()}
     paired = {
         name: {"vs": ref, **paired_difference([played[x] for x in paths], [played[x] for x in arms[ref]])}

@@ -126,11 +126,15 @@ def frozen(module: nn.Module, prefixes: list[str] | tuple[str, ...]) -> Iterator
         yield []
         return
     named = list(module.named_parameters())
+
+    def under(name: str, pre: str) -> bool:
+        return name == pre or name.startswith(pre + ".")
+
     for pre in prefixes:
-        if not any(n == pre or n.startswith(pre + ".") for n, _ in named):
+        if not any(under(n, pre) for n, _ in named):
             parts = sorted({".".join(n.split(".")[:2]) for n, _ in named})
             raise ConfigError(f"freeze: {pre!r} names no parameter of {type(module).__name__}; its parts: {', '.join(parts)}")
-    hit = [(n, p) for n, p in named if any(n == pre or n.startswith(pre + ".") for pre in prefixes)]
+    hit = [(n, p) for n, p in named if any(under(n, pre) for pre in prefixes)]
     before = [p.requires_grad for _, p in hit]
     for _, p in hit:
         p.requires_grad_(False)
