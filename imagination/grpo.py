@@ -29,7 +29,9 @@ from imagination.rollout_buffer import (
     match_policy_to_env_dims,
 )
 from imagination.trainer_utils import (
+    augment_frames,
     budget_exhausted,
+    check_augment_shift,
     check_freeze,
     checkpoint_budget_stop,
     clipped_surrogate,
@@ -95,6 +97,9 @@ class GRPOConfig:
         freeze: parameter-name prefixes of the policy that RL leaves as they are (e.g.
             ``[net.image_enc]``: the built-in VLA's vision encoder), so the noisy policy gradient
             moves only the rest; [] trains every trainable parameter.
+        augment_shift: > 0: each update minibatch's frames are shifted by up to this many pixels
+            (RAD / DrQ random shift, as SFT's ``augment_shift``; the policy acted on the unshifted
+            frames); 0: off.
     """
 
     iterations: int = 20
@@ -117,9 +122,11 @@ class GRPOConfig:
     checkpoint_every: int = 5
     start_pool: int = 0
     freeze: list[str] = field(default_factory=list)
+    augment_shift: int = 0
 
     def __post_init__(self) -> None:
         self.freeze = check_freeze(self.freeze)
+        self.augment_shift = check_augment_shift(self.augment_shift)
         for k in (
             "iterations",
             "group_size",
@@ -202,6 +209,7 @@ def grpo_update(
     for _ in range(cfg.update_epochs):
         for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
             obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
+            obs = augment_frames(obs, cfg.augment_shift, gen)
             ev = policy.evaluate_actions(obs, instr, act)
             if old_dims is not None:
                 pg, clip_frac = clipped_surrogate(

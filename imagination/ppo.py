@@ -24,7 +24,9 @@ from imagination.rollout_buffer import (
     obs_to_torch,
 )
 from imagination.trainer_utils import (
+    augment_frames,
     budget_exhausted,
+    check_augment_shift,
     check_freeze,
     checkpoint_budget_stop,
     clipped_surrogate,
@@ -60,6 +62,8 @@ class PPOConfig:
             critic on a pretrained policy would otherwise push it with noise).
         seed: seed of resets, sampling and minibatch order; checkpoint_every: iterations.
         freeze: parameter-name prefixes of the policy RL leaves as they are (see ``GRPOConfig.freeze``).
+        augment_shift: random shift of the update minibatches' frames, in pixels (see
+            ``GRPOConfig.augment_shift``; the critic sees the same shifted frames); 0: off.
     """
 
     iterations: int = 20
@@ -81,9 +85,11 @@ class PPOConfig:
     seed: int = 0
     checkpoint_every: int = 5
     freeze: list[str] = field(default_factory=list)
+    augment_shift: int = 0
 
     def __post_init__(self) -> None:
         self.freeze = check_freeze(self.freeze)
+        self.augment_shift = check_augment_shift(self.augment_shift)
         for k in (
             "iterations",
             "num_steps",
@@ -194,6 +200,7 @@ def train_ppo(
         for epoch in range(warm + cfg.update_epochs):
             for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
                 obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
+                obs = augment_frames(obs, cfg.augment_shift, gen)
                 ev = policy.evaluate_actions(obs, instr, act)
                 value = critic(obs, instr) if critic is not None else ev.value
                 a = adv_s[mb]

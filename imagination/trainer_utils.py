@@ -107,6 +107,30 @@ def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     return params
 
 
+IMAGE_KEYS = ("image", "wrist_image")
+
+
+def augment_frames(obs: dict[str, torch.Tensor], shift: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """A minibatch's observations with every frame (uint8 ``(M, H, W, 3)`` under ``image`` /
+    ``wrist_image``) shifted by up to ``shift`` pixels on its own (RAD / DrQ random shift, the SFT
+    recipe's ``augment_shift``); other keys as they are. ``shift`` 0 returns ``obs`` itself.
+
+    The RL update scores the stored actions on the shifted frames against log-probabilities taken on
+    the frames the policy acted on, so the ratio also asks the policy to act the same on a shifted view."""
+    if shift <= 0:
+        return obs
+    from policies.train import random_shift
+
+    return {k: random_shift(v, shift, gen) if k in IMAGE_KEYS else v for k, v in obs.items()}
+
+
+def check_augment_shift(shift: Any) -> int:
+    """A trainer config's ``augment_shift``: an integer number of pixels >= 0 (a ConfigError otherwise)."""
+    if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
+        raise ConfigError(f"augment_shift={shift!r}; expected an integer number of pixels >= 0 (0: off)")
+    return shift
+
+
 def check_freeze(freeze: Any) -> list[str]:
     """A trainer config's ``freeze``: a list of parameter-name prefixes (a ConfigError otherwise)."""
     if isinstance(freeze, str) or not isinstance(freeze, (list, tuple)) or not all(

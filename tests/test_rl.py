@@ -857,3 +857,53 @@ def test_start_pool_cycles_a_fixed_set_of_group_starts():
         starts(3)
     with pytest.raises(ConfigError, match=r"start_pool=-1 must be an integer >= 0"):
         GRPOConfig(start_pool=-1)
+
+
+class _FrameSpy(TinyGaussianPolicy):
+    """Records the frames the policy acts on and the frames the RL update scores it on."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.acted, self.scored = [], []
+
+    def act(self, obs, instructions, deterministic=False):
+        self.acted.extend(np.asarray(obs["image"]))
+        return super().act(obs, instructions, deterministic)
+
+    def evaluate_actions(self, obs, instructions, actions):
+        self.scored.extend(np.asarray(obs["image"]))
+        return super().evaluate_actions(obs, instructions, actions)
+
+
+def _translates(frames: list[np.ndarray], shift: int) -> set[bytes]:
+    """Every frame moved by (dy, dx) in [-shift, shift]^2, its edge rows/columns repeated."""
+    out = set()
+    for f in frames:
+        h, w = f.shape[:2]
+        for dy in range(-shift, shift + 1):
+            for dx in range(-shift, shift + 1):
+                rows, cols = np.clip(np.arange(h) + dy, 0, h - 1), np.clip(np.arange(w) + dx, 0, w - 1)
+                out.add(np.ascontiguousarray(f[rows][:, cols]).tobytes())
+    return out
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_augment_shift_scores_the_update_on_shifted_frames(algo):
+    """rl.augment_shift=s: every frame the update scores is a frame the policy acted on moved by at most
+    s pixels, most of them moved; s=0 scores the acted-on frames themselves; s<0 is a config error."""
+    seen = {}
+    for shift in (0, 3):
+        policy = _FrameSpy(seed=1, value_head=algo == "ppo")
+        if algo == "grpo":
+            cfg = GRPOConfig(iterations=2, group_size=4, max_chunks=4, minibatch_size=32, augment_shift=shift)
+            train_grpo(ReachEnv(8), policy, cfg, progress=False)
+        else:
+            cfg = PPOConfig(iterations=2, num_steps=4, minibatch_size=16, critic_warmup=0, augment_shift=shift)
+            train_ppo(ReachEnv(8), policy, cfg, progress=False)
+        acted = {f.tobytes() for f in policy.acted}
+        scored, moved = [f.tobytes() for f in policy.scored], _translates(policy.acted, shift)
+        assert scored and all(s in moved for s in scored)
+        seen[shift] = np.mean([s in acted for s in scored])
+    assert seen[0] == 1.0 and seen[3] < 0.5, seen
+    with pytest.raises(ConfigError, match=r"augment_shift=-1; expected an integer number of pixels >= 0"):
+        (GRPOConfig if algo == "grpo" else PPOConfig)(augment_shift=-1)
