@@ -29,9 +29,8 @@ from imagination.rollout_buffer import (
     match_policy_to_env_dims,
 )
 from imagination.trainer_utils import (
-    augment_frames,
     budget_exhausted,
-    check_augment_shift,
+    check_augment,
     check_freeze,
     checkpoint_budget_stop,
     clipped_surrogate,
@@ -43,6 +42,7 @@ from imagination.trainer_utils import (
     resume_trainer,
     save_trainer_checkpoint,
     set_exploration_std,
+    shift_consistency,
     trainable_parameters,
 )
 from kernels.advantages import compute_group_advantages
@@ -97,9 +97,12 @@ class GRPOConfig:
         freeze: parameter-name prefixes of the policy that RL leaves as they are (e.g.
             ``[net.image_enc]``: the built-in VLA's vision encoder), so the noisy policy gradient
             moves only the rest; [] trains every trainable parameter.
-        augment_shift: > 0: each update minibatch's frames are shifted by up to this many pixels
-            (RAD / DrQ random shift, as SFT's ``augment_shift``; the policy acted on the unshifted
-            frames); 0: off.
+        augment_shift: > 0: each update minibatch also scores its stored actions on frames shifted
+            by up to this many pixels (random shift, as SFT's ``augment_shift``), and
+            ``augment_coef`` x the KL from the behaviour policy on the real frames to the policy on
+            the shifted ones joins the loss (``trainer_utils.shift_consistency``; DrAC), so what RL
+            changes is tied to what the frames show, not to their exact pixels; 0: off.
+        augment_coef: weight of that consistency KL (nats per chunk).
     """
 
     iterations: int = 20
@@ -123,10 +126,11 @@ class GRPOConfig:
     start_pool: int = 0
     freeze: list[str] = field(default_factory=list)
     augment_shift: int = 0
+    augment_coef: float = 0.1
 
     def __post_init__(self) -> None:
         self.freeze = check_freeze(self.freeze)
-        self.augment_shift = check_augment_shift(self.augment_shift)
+        self.augment_shift = check_augment(self.augment_shift, self.augment_coef)
         for k in (
             "iterations",
             "group_size",
@@ -205,11 +209,11 @@ def grpo_update(
         "clip_frac": [],
         "approx_kl_old": [],
         "entropy": [],
+        "augment_kl": [],
     }
     for _ in range(cfg.update_epochs):
         for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
             obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
-            obs = augment_frames(obs, cfg.augment_shift, gen)
             ev = policy.evaluate_actions(obs, instr, act)
             if old_dims is not None:
                 pg, clip_frac = clipped_surrogate(
@@ -225,6 +229,11 @@ def grpo_update(
                 d = (ref_logp[mb] - ev.log_prob).clamp(-20.0, 20.0)
                 kl = ((d.exp() - d - 1.0) * wm).sum()  # k3 estimator of KL(pi || pi_ref)
                 loss = loss + cfg.kl_coef * kl
+            if cfg.augment_shift:
+                aug = shift_consistency(policy, obs, instr, act, old_logp[mb], cfg.augment_shift, gen)
+                aug_kl = (aug * wm).sum()
+                loss = loss + cfg.augment_coef * aug_kl
+                stats["augment_kl"].append(float(aug_kl.detach()))
             check_finite("GRPO loss", loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()

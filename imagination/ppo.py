@@ -24,9 +24,8 @@ from imagination.rollout_buffer import (
     obs_to_torch,
 )
 from imagination.trainer_utils import (
-    augment_frames,
     budget_exhausted,
-    check_augment_shift,
+    check_augment,
     check_freeze,
     checkpoint_budget_stop,
     clipped_surrogate,
@@ -38,6 +37,7 @@ from imagination.trainer_utils import (
     resume_trainer,
     save_trainer_checkpoint,
     set_exploration_std,
+    shift_consistency,
     trainable_parameters,
 )
 from kernels.advantages import compute_gae
@@ -62,8 +62,8 @@ class PPOConfig:
             critic on a pretrained policy would otherwise push it with noise).
         seed: seed of resets, sampling and minibatch order; checkpoint_every: iterations.
         freeze: parameter-name prefixes of the policy RL leaves as they are (see ``GRPOConfig.freeze``).
-        augment_shift: random shift of the update minibatches' frames, in pixels (see
-            ``GRPOConfig.augment_shift``; the critic sees the same shifted frames); 0: off.
+        augment_shift, augment_coef: the shift-consistency KL on the policy (see
+            ``GRPOConfig.augment_shift``; the critic trains on the real frames); 0: off.
     """
 
     iterations: int = 20
@@ -86,10 +86,11 @@ class PPOConfig:
     checkpoint_every: int = 5
     freeze: list[str] = field(default_factory=list)
     augment_shift: int = 0
+    augment_coef: float = 0.1
 
     def __post_init__(self) -> None:
         self.freeze = check_freeze(self.freeze)
-        self.augment_shift = check_augment_shift(self.augment_shift)
+        self.augment_shift = check_augment(self.augment_shift, self.augment_coef)
         for k in (
             "iterations",
             "num_steps",
@@ -196,11 +197,10 @@ def train_ppo(
         per_dim = cfg.ratio == "dim" and len(t_idx) > 0
         old_dims = old_log_prob_dims(policy, batch, t_idx, n_idx, cfg.minibatch_size) if per_dim else None
         warm = cfg.critic_warmup if (it == 0 and critic is not None) else 0
-        stats: dict[str, list[float]] = {"pg_loss": [], "v_loss": [], "entropy": [], "clip_frac": []}
+        stats: dict[str, list[float]] = {"pg_loss": [], "v_loss": [], "entropy": [], "clip_frac": [], "augment_kl": []}
         for epoch in range(warm + cfg.update_epochs):
             for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
                 obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
-                obs = augment_frames(obs, cfg.augment_shift, gen)
                 ev = policy.evaluate_actions(obs, instr, act)
                 value = critic(obs, instr) if critic is not None else ev.value
                 a = adv_s[mb]
@@ -216,6 +216,10 @@ def train_ppo(
                 v_loss = 0.5 * ((value - ret_s[mb]) ** 2).mean()
                 policy_on = epoch >= warm
                 loss = (pg_loss - cfg.entropy_coef * ev.entropy.mean()) * policy_on + cfg.vf_coef * v_loss
+                if cfg.augment_shift and policy_on:
+                    aug = shift_consistency(policy, obs, instr, act, old_logp[mb], cfg.augment_shift, gen)
+                    loss = loss + cfg.augment_coef * aug.mean()
+                    stats["augment_kl"].append(float(aug.detach().mean()))
                 check_finite("PPO loss", loss)
                 for o in opts.values():
                     o.zero_grad(set_to_none=True)

@@ -888,22 +888,28 @@ def _translates(frames: list[np.ndarray], shift: int) -> set[bytes]:
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
-def test_augment_shift_scores_the_update_on_shifted_frames(algo):
-    """rl.augment_shift=s: every frame the update scores is a frame the policy acted on moved by at most
-    s pixels, most of them moved; s=0 scores the acted-on frames themselves; s<0 is a config error."""
+def test_augment_shift_adds_a_consistency_pass_on_shifted_frames(algo):
+    """rl.augment_shift=s: the update scores the acted-on frames (the policy gradient) and, as often,
+    copies of them moved by at most s pixels (the consistency KL, logged as augment_kl); s=0 scores
+    the acted-on frames only; a negative shift or a non-positive coefficient is a config error."""
     seen = {}
     for shift in (0, 3):
         policy = _FrameSpy(seed=1, value_head=algo == "ppo")
         if algo == "grpo":
             cfg = GRPOConfig(iterations=2, group_size=4, max_chunks=4, minibatch_size=32, augment_shift=shift)
-            train_grpo(ReachEnv(8), policy, cfg, progress=False)
+            hist = train_grpo(ReachEnv(8), policy, cfg, progress=False)
         else:
             cfg = PPOConfig(iterations=2, num_steps=4, minibatch_size=16, critic_warmup=0, augment_shift=shift)
-            train_ppo(ReachEnv(8), policy, cfg, progress=False)
+            hist = train_ppo(ReachEnv(8), policy, cfg, progress=False)
         acted = {f.tobytes() for f in policy.acted}
         scored, moved = [f.tobytes() for f in policy.scored], _translates(policy.acted, shift)
         assert scored and all(s in moved for s in scored)
         seen[shift] = np.mean([s in acted for s in scored])
-    assert seen[0] == 1.0 and seen[3] < 0.5, seen
+        assert all(("augment_kl" in h) == (shift > 0) for h in hist)
+        assert all(math.isfinite(h["augment_kl"]) for h in hist if shift)
+    assert seen[0] == 1.0 and 0.5 <= seen[3] < 0.75, seen
+    make = GRPOConfig if algo == "grpo" else PPOConfig
     with pytest.raises(ConfigError, match=r"augment_shift=-1; expected an integer number of pixels >= 0"):
-        (GRPOConfig if algo == "grpo" else PPOConfig)(augment_shift=-1)
+        make(augment_shift=-1)
+    with pytest.raises(ConfigError, match=r"augment_coef=0.0; expected a number > 0"):
+        make(augment_shift=4, augment_coef=0.0)
