@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arm", nargs="+", action="append", metavar="NAME PATH", default=None,
                    help="an arm: its name, then one policy folder per pair ('random' / 'expert:NOISE' too)")
     p.add_argument("--reference", default=None, help="the arm the others are set against (default: the first)")
+    p.add_argument("--pair", nargs=2, action="append", metavar=("ARM", "REF"), default=[],
+                   help="also set ARM against REF, pair by pair (repeatable; kept under 'pairs')")
     p.add_argument("--episodes-per-task", type=int, default=100)
     p.add_argument("--seed", type=int, default=777_000, help="held-out starts: seed + 1000 * task + episode")
     p.add_argument("--num-envs", type=int, default=10)
@@ -118,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"the arms hold {', '.join(f'{k}: {len(v)}' for k, v in arms.items())} policies; "
                         "every arm needs one per pair")
     ref = a.reference or next(iter(arms))
-    if ref not in arms:
-        raise WmrlError(f"--reference {ref!r} is not an arm; arms: {', '.join(arms)}")
+    for name in [ref, *(x for pair in a.pair for x in pair)]:
+        if name not in arms:
+            raise WmrlError(f"arm {name!r} (--reference / --pair) is not an arm; arms: {', '.join(arms)}")
     for path in {x for v in arms.values() for x in v}:
         if not (path == "random" or path.startswith("expert:") or (Path(path) / "config.json").is_file()):
             raise WmrlError(f"policy {path!r} is not a policy folder (no config.json), 'random' or 'expert:NOISE'")
@@ -156,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, paths in arms.items()
         if name != ref
     }
+    pairs = [
+        {"arm": x, "vs": r, **paired_difference([played[p] for p in arms[x]], [played[p] for p in arms[r]])}
+        for x, r in a.pair
+    ]
     res = {
         "benchmark": "policy_compare",
         "episodes_per_task": eps,
@@ -164,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "reference": ref,
         "arms": out_arms,
         "paired": paired,
+        "pairs": pairs,
         "quick": bool(a.quick),
         "jobs": a.jobs,
         "wall_time_s": time.perf_counter() - t0,
@@ -177,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             f" episodes {d['se_episodes']:.3f})"
         )
         print(f"{name:24s} {v['success']:.3f}  [{' / '.join(f'{x:.3f}' for x in v['success_per_policy'])}]{extra}")
+    for d in pairs:
+        se = "-" if d["se_pairs"] is None else f"{d['se_pairs']:.3f}"
+        print(f"{d['arm']} vs {d['vs']}: {d['mean_diff']:+.3f} (s.e. pairs {se}, episodes {d['se_episodes']:.3f})")
     return 0
 
 

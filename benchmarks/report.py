@@ -73,6 +73,12 @@ def _pool(d: dict, name: str = "pool64", k: int = 8) -> str:
     return f"{_variant(d, name)}; on the pool's starts, sampled: {_fmt(first)} -> {_fmt(last)}"
 
 
+def _extra_pair(d: dict, arm: str, vs: str) -> str:
+    """``+0.012`` of a policy_compare.json extra pairing (``--pair ARM VS``), or ``not run``."""
+    hit = [p for p in d.get("pairs") or [] if p["arm"] == arm and p["vs"] == vs]
+    return f"{hit[0]['mean_diff']:+.3f}" if hit else "not run"
+
+
 def _smrl(d: dict, extra: str = "") -> str:
     """``SFT -> after`` of a state_model_rl.json; ``extra``: ``real`` appends `` / `` real GRPO at the same
     iterations, ``steps`` appends ``; `` the real env steps used per seed."""
@@ -259,6 +265,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _pool, ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
+    ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
+     "first form of rl.augment_shift, commit eec9276)", lambda d: _variant(d, "augment4"), ""),
+    ("real_rl_drac.json", "same benchmark, rl.augment_shift=4: a shift-consistency KL (DrAC) with coefficient 0.1 / 1",
+     lambda d: " / ".join(_variant(d, k) for k in ("drac4", "drac4_c1")), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
@@ -269,6 +279,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in (
          "imagination_pixel_round0", "state_world_t0", "state_world_branch24", "grpo_150k",
          "state_world_branch24_it300", "grpo_380k")), ">= +0.30"),
+    ("policy_compare.json", "same episodes, co-evolution rounds 1 / 2 of the main job (pixel world), lift over its "
+     "round 0 (the single round; paired)",
+     lambda d: " / ".join(_extra_pair(d, k, "imagination_pixel_round0") for k in (
+         "coevolution_round1", "coevolution_round2")), "last round >= single round + 0.05"),
     ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
      "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
     ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "

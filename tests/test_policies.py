@@ -388,8 +388,13 @@ def test_policy_compare_pairs_arms_episode_by_episode(tmp_path):
         main(["--arm", "good", "expert:0.0", "--arm", "bad", "random", "random", "--out", str(out)])
     with pytest.raises(WmrlError, match=r"policy '.*nowhere' is not a policy folder"):
         main(["--arm", "x", str(tmp_path / "nowhere"), "--out", str(out)])
-    with pytest.raises(WmrlError, match=r"--reference 'sft' is not an arm; arms: good"):
+    with pytest.raises(WmrlError, match=r"arm 'sft' \(--reference / --pair\) is not an arm; arms: good"):
         main(["--arm", "good", "expert:0.0", "--reference", "sft", "--out", str(out)])
+    with pytest.raises(WmrlError, match=r"arm 'ugly' \(--reference / --pair\) is not an arm; arms: good, bad"):
+        main([*args, "--pair", "bad", "ugly"])
+    assert main([*args, "--pair", "good", "bad"]) == 0  # an extra pairing, the other way round
+    (extra,) = json.loads(out.read_text())["pairs"]
+    assert extra["arm"] == "good" and extra["vs"] == "bad" and extra["mean_diff"] == -res["paired"]["bad"]["mean_diff"]
 
 
 def test_policy_sft_dataset_rounds(tmp_path):
