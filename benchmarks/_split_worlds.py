@@ -332,6 +332,15 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         prefix_after_autoreset: False: only episodes started by ``reset()`` get the real prefix; one that
             starts by autoreset runs in the model from its real first state. GRPO's collection trains on
             each sub-env's first episode only, so this saves the prefixes of the episodes it ignores.
+        share_prefix: G > 1: consecutive groups of G sub-envs (GRPO's groups, which share a start) share
+            one real prefix: in it every member executes its group leader's (the first member's)
+            action, so the group reaches one real state and only the leader's prefix steps count as
+            real experience (``prefix_steps``; the others are copies of it, as a real robot would run
+            the prefix once and branch G model rollouts from where it ended). ``info["shared_prefix"]``
+            (N,) marks the prefix steps, so the RL update leaves those chunks out (their recorded
+            actions were not the executed ones; see :mod:`imagination.rollout_buffer`) and learns from
+            the model's branches only. A full reset whose groups do not start from one state is an
+            error. 1: every sub-env runs its own prefix.
 
     ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
     env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
@@ -364,6 +373,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         seed: int = 0,
         real_steps: int = 0,
         prefix_after_autoreset: bool = True,
+        share_prefix: int = 1,
     ):
         from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
         from wmrl.errors import WmrlError
@@ -393,7 +403,14 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
                 f"real_steps={real_steps} needs an env that autoresets on the same step; it has "
                 f"autoreset_mode={env.metadata['autoreset_mode']}"
             )
-        self.real_steps = int(real_steps)
+        if isinstance(share_prefix, bool) or not isinstance(share_prefix, (int, np.integer)) or share_prefix < 1:
+            raise WmrlError(f"share_prefix={share_prefix!r}; expected an integer group size >= 1")
+        if share_prefix > 1 and (not real_steps or env.num_envs % share_prefix):
+            raise WmrlError(
+                f"share_prefix={share_prefix} needs real_steps > 0 (got {real_steps}) and num_envs "
+                f"({env.num_envs}) a multiple of it"
+            )
+        self.real_steps, self.share_prefix = int(real_steps), int(share_prefix)
         self.prefix_after_autoreset = bool(prefix_after_autoreset)
         self._prefixed = np.ones(env.num_envs, bool)  # whose current episode gets the real prefix
         self.env, self.model = env, self.models[0]
@@ -453,6 +470,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             raise WmrlError("StateModelVectorEnv: the first reset must reset every sub-env (no reset_mask)")
         real = self._real_reset(mask, seed)
         self._prefixed[mask] = True
+        if mask.all() and self.share_prefix > 1:
+            self._check_groups_share_starts()
         if mask.all():  # the member draws restart from the seeds; a new row of the log
             seeds = [] if seed is None else np.atleast_1d(np.asarray(seed, np.int64)).tolist()
             self.rollout.rng = np.random.default_rng([self.seed, *seeds])
@@ -463,6 +482,20 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         self._frames = real["image"]
         obs = {"image": self._frames, "state": self.rollout.now.numpy().astype(np.float32)}
         return obs, self._info(np.zeros(self.num_envs, bool))
+
+    def _check_groups_share_starts(self) -> None:
+        """With ``share_prefix`` G: every group of G sub-envs starts from one state (proprio and cubes)."""
+        from wmrl.errors import WmrlError
+
+        g = self.share_prefix
+        now = self.rollout.now.numpy().reshape(-1, g, self.rollout.now.shape[-1])
+        objs = self.rollout.objs.numpy().reshape(now.shape[0], g, -1)
+        for k in range(now.shape[0]):
+            if not (np.array_equal(now[k], np.repeat(now[k, :1], g, 0)) and np.array_equal(objs[k], np.repeat(objs[k, :1], g, 0))):
+                raise WmrlError(
+                    f"share_prefix={g}: sub-envs {k * g}-{k * g + g - 1} do not start from one state; a shared "
+                    "prefix needs every group to reset with one seed (GRPO's group-shared starts)"
+                )
 
     def _observe(self) -> dict[str, np.ndarray]:
         now = self.rollout.now.numpy()
@@ -487,6 +520,9 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         next_step = self._autoreset == AutoresetMode.NEXT_STEP
         pending = self._needs_reset.copy() if next_step else np.zeros(self.num_envs, bool)
         prefix = (self._steps < self.real_steps) & self._prefixed  # sub-envs still in their episode's real prefix
+        if self.share_prefix > 1 and prefix.any():  # the members follow their leader through the prefix
+            lead = np.repeat(a[:: self.share_prefix], self.share_prefix, axis=0)
+            a = np.where(prefix[:, None], lead, a).astype(np.float32)
         phys = self._real_step(a, prefix) if prefix.any() else None
         success = self.rollout.step(a[:, None])
         check_finite("state model prediction", self.rollout.now)
@@ -526,6 +562,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             self._log_spread(spread, done)
         if self.max_disagreement is not None and self.gate == "mask":
             info["gate_ok"] = gate_ok
+        if self.share_prefix > 1:
+            info["shared_prefix"] = prefix.copy()
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
             final_obs, final_instr = self._observe(), list(self.instructions)
             if phys is not None:  # the real prefix shows the physics' own observations
@@ -558,7 +596,9 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         # no autoreset: a sub-env past its prefix keeps the layout its model episode is drawn in
         r_obs, r_reward, _, _, r_info = self.env.step_without_autoreset(actions)
         self.real_sim_calls["physics_steps"] += self.num_envs
-        self.real_sim_calls["prefix_steps"] += len(ids)
+        # a shared prefix is one real trajectory per group: its leader's
+        leaders = prefix & (np.arange(self.num_envs) % self.share_prefix == 0)
+        self.real_sim_calls["prefix_steps"] += int(leaders.sum())
         return ids, r_obs, np.asarray(r_reward, np.float32), r_info, self.env.environment_state(), prev_p, prev_o
 
     @staticmethod

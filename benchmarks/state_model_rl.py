@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.state_model_rl --runs runs/s15/lift/seed_0 runs/s15/lift/seed_1 ...
         [--object-dynamics object_dynamics_arm [od_demo_f1 ...]] [--success all|any|advanced]
         [--advance random|first] [--max-disagreement METRES] [--gate mask|terminate]
-        [--real-steps K] [--iterations N] [--num-envs 64] [--real-baseline] [--jobs 2] [--work DIR] --out FILE.json
+        [--real-steps K [--share-prefix]] [--iterations N] [--num-envs 64] [--real-baseline] [--jobs 2]
+        [--work DIR] --out FILE.json
         [key=value ...]   # run config overrides, e.g. real_rl_reward=dense rl.score=progress
     python -m benchmarks.state_model_rl --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -45,6 +46,14 @@ each sub-env's first after a reset: ``prefix_after_autoreset=False``). The prefi
 real env steps it used (``real_env_steps_used``), to set against ``benchmarks.real_rl`` at the same
 real budget; the batched simulator steps every sub-env's physics while any is in its prefix
 (``real_sim_calls``' ``physics_steps``: compute, not experience).
+
+``--share-prefix`` (with ``--real-steps K``, GRPO) runs one real prefix per GRPO group instead of one
+per member: every member executes the group's first member's actions for K steps, so the group
+reaches one real state, and only that one trajectory counts as real steps (G times fewer). The
+members then branch in the state model with their own actions, and GRPO trains on those branches only
+(the prefix chunks' recorded actions were not the executed ones). Whether the model's branches teach
+anything the real prefix does not is what this asks: with per-member prefixes, GRPO also credits the
+members' own real prefix actions.
 """
 
 from __future__ import annotations
@@ -110,6 +119,7 @@ def run_world(
     rl_seed: int = 0,
     real_steps: int = 0,
     overrides: tuple[str, ...] = (),
+    share_prefix: bool = False,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -122,7 +132,9 @@ def run_world(
     ``real_steps`` steps are the real simulator's and the state model branches from there
     (``StateModelVectorEnv(real_steps=...)``); its prefix steps are the real env steps used. ``overrides``:
     the run config's (``key=value``; e.g. ``real_rl_reward=dense rl.score=progress``: both worlds pay the
-    staged dense reward, the state model's on its predicted states)."""
+    staged dense reward, the state model's on its predicted states). ``share_prefix``: each GRPO group
+    shares one real prefix (``StateModelVectorEnv(share_prefix=rl.group_size)``), and RL trains on the
+    model's branches from it."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -144,9 +156,13 @@ def run_world(
 
         def make_world(real: Any) -> StateModelVectorEnv:
             # GRPO trains on first episodes only: no real prefix for the episodes its collection ignores
-            grpo = cfg.rl_config()[0] == "grpo"
+            algo, rl_cfg = cfg.rl_config()
+            if share_prefix and algo != "grpo":
+                raise WmrlError(f"--share-prefix shares a prefix within GRPO groups; rl.algo is {algo!r}")
+            group = rl_cfg.group_size if share_prefix else 1
             env = StateModelVectorEnv(
-                real, models if isinstance(model_dir, list) else models[0], **opts, prefix_after_autoreset=not grpo
+                real, models if isinstance(model_dir, list) else models[0], **opts,
+                prefix_after_autoreset=algo != "grpo", share_prefix=group,
             )
             made.append(env)
             return env
@@ -202,6 +218,7 @@ def run_world(
         "real_env_steps_used": float(out["real_env_steps"])
         or float(out.get("real_sim_calls", {}).get("prefix_steps", 0.0)),  # a stage finished before they were logged
         "real_steps_per_episode": int(real_steps) if world == "state_model" else None,
+        "share_prefix": bool(share_prefix) if world == "state_model" else None,
         "real_sim_calls": out.get("real_sim_calls", {}),
         "eval_env_steps": float(out["eval"]["eval_env_steps"]),
         "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
@@ -274,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real-steps", type=int, default=0, metavar="K",
                    help="the first K steps of every episode are the real simulator's; the state model branches "
                    "from the real state reached (MBPO); those steps count as real env steps")
+    p.add_argument("--share-prefix", action="store_true",
+                   help="with --real-steps: each GRPO group runs one real prefix (its first member's actions) and "
+                   "branches its members in the model from there; only that prefix counts as real steps, and "
+                   "RL trains on the branches")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
     p.add_argument("--rl-seed", type=int, default=0,
                    help="0: the real-RL baseline's RL seeds; N > 0: an independent repeat (other starts and noise)")
@@ -315,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the real-RL baseline's seeds)")
     if a.real_steps < 0:
         raise WmrlError(f"--real-steps {a.real_steps} must be >= 0 (real physics steps per episode)")
+    if a.share_prefix and not a.real_steps:
+        raise WmrlError("--share-prefix shares the real prefix of --real-steps K; give K > 0")
     swallowed = [n for n in [*a.object_dynamics, *[str(r) for r in a.runs]] if "=" in n]
     if swallowed:
         raise WmrlError(
@@ -347,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             models[src] = dirs if is_ensemble else dirs[0]
     args = {
         (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
-                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps, tuple(a.overrides))
+                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps, tuple(a.overrides), a.share_prefix)
         for w in worlds
         for s in a.runs
     }
@@ -374,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         "iterations": iterations,
         "rl_seed": a.rl_seed,
         "real_steps_per_episode": a.real_steps,
+        "share_prefix": bool(a.share_prefix),
         "overrides": list(a.overrides),
         **run_fields(a, num_envs, config_name, t0),
     }

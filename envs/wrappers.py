@@ -20,7 +20,8 @@ class ActionChunkWrapper(VectorWrapper):
     env must use SAME_STEP autoreset, so a sub-env that ends mid-chunk has already restarted
     when the chunk returns (its terminal observation is in ``info["final_obs"]``). When the wrapped
     env reports ``info["gate_ok"]`` (N,) (a step judged reliable, e.g. ``StateModelVectorEnv``'s
-    ensemble gate), the chunk's ``gate_ok`` is True where every executed step was.
+    ensemble gate), the chunk's ``gate_ok`` is True where every executed step was; when it reports
+    ``info["shared_prefix"]`` (N,), the chunk's is True where any executed step was.
     """
 
     def __init__(self, env: VectorEnv, chunk_size: int):
@@ -50,6 +51,7 @@ class ActionChunkWrapper(VectorWrapper):
         info: dict[str, Any] = {}
         held: dict[str, np.ndarray] | None = None
         gate_ok: np.ndarray | None = None
+        shared: np.ndarray | None = None
         for t in range(k):
             if not active.any():
                 break
@@ -64,6 +66,9 @@ class ActionChunkWrapper(VectorWrapper):
             if "gate_ok" in inf:
                 gate_ok = np.ones(n, bool) if gate_ok is None else gate_ok
                 gate_ok &= ~active | np.asarray(inf["gate_ok"], bool)
+            if "shared_prefix" in inf:
+                shared = np.zeros(n, bool) if shared is None else shared
+                shared |= active & np.asarray(inf["shared_prefix"], bool)
             done = active & (te | tr)
             terminated |= active & te
             truncated |= active & tr
@@ -95,6 +100,8 @@ class ActionChunkWrapper(VectorWrapper):
         }
         if gate_ok is not None:
             out_info["gate_ok"] = gate_ok
+        if shared is not None:
+            out_info["shared_prefix"] = shared
         if final_obs is not None:
             out_info["final_obs"] = final_obs
             out_info["_final_obs"] = final_mask

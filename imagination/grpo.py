@@ -191,17 +191,19 @@ def grpo_update(
     batch: RolloutBatch,
     adv_traj: torch.Tensor,
     keep: torch.Tensor,
-    lengths: torch.Tensor,
     cfg: GRPOConfig,
     gen: torch.Generator,
 ) -> dict[str, float]:
-    """Clipped-ratio update on every valid chunk of the kept trajectories (one screen, cleanrl style)."""
+    """Clipped-ratio update on every trainable chunk of the kept trajectories (``batch.trainable``: valid
+    and not a shared real prefix; each trajectory's weight 1 is shared by them; one screen, cleanrl style)."""
     dev = policy_device(policy)  # the batch lives on the CPU; the per-sample terms move to the policy
-    t_idx, n_idx = torch.nonzero(batch.valid & keep[None, :], as_tuple=True)
+    trained = batch.trainable & keep[None, :]  # valid chunks whose recorded action was executed
+    t_idx, n_idx = torch.nonzero(trained, as_tuple=True)
     old_logp, adv = batch.log_probs[t_idx, n_idx].to(dev), adv_traj[n_idx].to(dev)
     per_dim = cfg.ratio == "dim" and len(t_idx) > 0
     old_dims = old_log_prob_dims(policy, batch, t_idx, n_idx, cfg.minibatch_size) if per_dim else None
-    w = (1.0 / lengths[n_idx].float()).to(dev)  # masked GRPO: each trajectory's chunks share weight 1
+    # masked GRPO: each trajectory's trained chunks share weight 1
+    w = (1.0 / trained.sum(0).clamp(min=1)[n_idx].float()).to(dev)
     ref_logp = batch.ref_log_probs[t_idx, n_idx].to(dev) if batch.ref_log_probs is not None else None
     stats: dict[str, list[float]] = {
         "loss": [],
@@ -326,7 +328,7 @@ def train_grpo(
         if prefix0 is not None:
             m["real_prefix_steps"] = real_prefix_steps(env) - prefix0
         if keep.any():
-            m.update(grpo_update(policy, opt, batch, adv, keep, lengths, cfg, gen))
+            m.update(grpo_update(policy, opt, batch, adv, keep, cfg, gen))
         else:
             _warn_if_all_gated(valid)
         m["iter_time_s"] = time.perf_counter() - t0

@@ -71,14 +71,14 @@ def test_grpo_update_on_cuda_matches_the_cpu():
     ref = copy.deepcopy(cpu).requires_grad_(False)
     batch = collect_first_episodes(env, cpu, 4, seeds=[0] * 4 + [1] * 4, ref_policy=ref)
     env.close()
-    _, valid, lengths = trajectory_scores(batch, "success", "off")
+    _, valid, _ = trajectory_scores(batch, "success", "off")
     # four steps from a reset rarely succeed, so the scores are set: an update with a real gradient
     adv, _ = compute_group_advantages(torch.tensor([1.0, 0, 0, 1, 0, 1, 1, 1]), torch.arange(8) // 4, valid, True)
     gpu = copy.deepcopy(cpu).to("cuda")
     before = [p.detach().clone() for p in cpu.parameters()]
     for pol in (cpu, gpu):
         opt = torch.optim.SGD(trainable_parameters(pol), lr=0.05)  # plain SGD: the step is the gradient
-        grpo_update(pol, opt, batch, adv, valid, lengths, cfg, torch.Generator().manual_seed(0))
+        grpo_update(pol, opt, batch, adv, valid, cfg, torch.Generator().manual_seed(0))
     step_cpu = torch.cat([(p.detach() - b).flatten() for p, b in zip(cpu.parameters(), before, strict=True)])
     step_gpu = torch.cat([(p.detach().cpu() - b).flatten() for p, b in zip(gpu.parameters(), before, strict=True)])
     assert all(p.is_cuda for p in gpu.parameters()) and step_cpu.norm() > 0

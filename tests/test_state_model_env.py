@@ -546,3 +546,64 @@ def test_grpo_history_counts_every_real_prefix_step_also_when_resumed(tmp_path):
                                          autoreset_mode="same_step"), 2),
         policy(), GRPOConfig(iterations=1, group_size=2, max_chunks=4), progress=False,
     )[0]  # a real env reports none
+
+
+def test_shared_prefix_runs_one_real_prefix_per_group_and_rl_trains_on_the_branches():
+    """share_prefix=G: in the real prefix every member of a group of G executes its leader's action, so the
+    group reaches one real state (the leader's real trajectory, counted once); after it the members branch
+    in the model with their own actions. The prefix steps are flagged (``shared_prefix``, OR-ed over a
+    chunk), and the rollout leaves those chunks out of ``trainable``; bad groups are one-line errors."""
+    from imagination.grpo import GRPOConfig, grpo_update, trajectory_scores
+    from imagination.rollout_buffer import collect_first_episodes
+    from kernels.advantages import compute_group_advantages
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+
+    tasks, seeds, k = ["PushCube-v0"] * 2 + ["LiftCube-v0"] * 2, [5, 5, 9, 9], 3
+    env = StateModelVectorEnv(envs.make_vec(tasks, 4, seed=0, autoreset_mode="same_step"), _model(), real_steps=k,
+                              share_prefix=2)
+    real = envs.make_vec(tasks, 4, seed=0, autoreset_mode="same_step")
+    env.reset(seed=seeds)
+    real.reset(seed=seeds)
+    for t in range(k + 2):
+        a = _actions(4, t)
+        obs, _, _, _, info = env.step(a)
+        assert info["shared_prefix"].tolist() == [t < k] * 4
+        if t < k:  # the members are where their leader's actions took the physics
+            robs, *_ = real.step(np.repeat(a[::2], 2, 0))
+            for key in ("image", "state"):
+                np.testing.assert_array_equal(obs[key], robs[key])
+                np.testing.assert_array_equal(obs[key][0::2], obs[key][1::2])
+    assert not np.allclose(obs["state"][0], obs["state"][1])  # then each branches with its own actions
+    assert env.real_sim_calls["prefix_steps"] == 2 * k and env.real_sim_calls["physics_steps"] == 4 * k
+    env.close()
+
+    chunked = ActionChunkWrapper(StateModelVectorEnv(
+        envs.make_vec(tasks, 4, seed=0, image_size=32, autoreset_mode="same_step", max_episode_steps=8), _model(),
+        real_steps=k, share_prefix=2, prefix_after_autoreset=False), 2)
+    torch.manual_seed(0)
+    policy = VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
+    batch = collect_first_episodes(chunked, policy, 4, seeds=seeds)
+    assert not batch.trainable[:2].any()  # chunks 1-2 hold prefix steps (steps 0-2)
+    assert torch.equal(batch.trainable[2:], batch.valid[2:]) and batch.trainable[2:].any()
+    scored = []
+    evaluate = policy.evaluate_actions
+    policy.evaluate_actions = lambda o, i, a: scored.append(len(a)) or evaluate(o, i, a)
+    cfg = GRPOConfig(group_size=2, update_epochs=1, minibatch_size=1024)
+    keep = torch.ones(4, dtype=torch.bool)
+    adv, _ = compute_group_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0]), torch.arange(4) // 2, keep, True)
+    grpo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch, adv, keep, cfg, torch.Generator())
+    assert scored == [int(batch.trainable.sum())]
+    assert trajectory_scores(batch, "success", "mask")[2].tolist() == batch.valid.sum(0).tolist()  # lengths: all
+    chunked.close()
+
+    with pytest.raises(WmrlError, match=r"share_prefix=2: sub-envs 0-1 do not start from one state"):
+        env = StateModelVectorEnv(envs.make_vec(tasks, 4, seed=0, autoreset_mode="same_step"), _model(),
+                                  real_steps=k, share_prefix=2)
+        env.reset(seed=[5, 6, 9, 9])
+    for bad, msg in (({"share_prefix": 0}, r"share_prefix=0; expected an integer group size >= 1"),
+                     ({"share_prefix": 3}, r"share_prefix=3 needs real_steps > 0 \(got 3\) and num_envs \(4\) a multiple"),
+                     ({"share_prefix": 2, "real_steps": 0}, r"share_prefix=2 needs real_steps > 0 \(got 0\)")):
+        with pytest.raises(WmrlError, match=msg):
+            StateModelVectorEnv(envs.make_vec(tasks, 4, autoreset_mode="same_step"), _model(),
+                                **{"real_steps": k, **bad})
