@@ -336,11 +336,15 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             one real prefix: in it every member executes its group leader's (the first member's)
             action, so the group reaches one real state and only the leader's prefix steps count as
             real experience (``prefix_steps``; the others are copies of it, as a real robot would run
-            the prefix once and branch G model rollouts from where it ended). ``info["shared_prefix"]``
-            (N,) marks the prefix steps, so the RL update leaves those chunks out (their recorded
-            actions were not the executed ones; see :mod:`imagination.rollout_buffer`) and learns from
-            the model's branches only. A full reset whose groups do not start from one state is an
-            error. 1: every sub-env runs its own prefix.
+            the prefix once and branch G model rollouts from where it ended). The members' recorded
+            prefix actions were not the executed ones, so RL must train on the branches only
+            (``train_on="branch"``, the default then). A full reset whose groups do not start from
+            one state is an error. 1: every sub-env runs its own prefix.
+        train_on: which steps' chunks the RL update trains on: ``all``; ``prefix`` (the real prefix
+            only: the policy's real actions, scored by where the model's branch ends up); or
+            ``branch`` (the model's steps only). Otherwise ``info["untrained"]`` (N,) marks the others
+            (see :mod:`imagination.rollout_buffer`); an episode's length and score count every step.
+            None: ``branch`` with ``share_prefix`` > 1, else ``all``.
 
     ``reset(seed, options)`` resets the real env (the same seeds give the same layouts as the real
     env) and returns its first observation. ``step(actions (N, 7))`` clips the actions to [-1, 1] as
@@ -374,6 +378,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         real_steps: int = 0,
         prefix_after_autoreset: bool = True,
         share_prefix: int = 1,
+        train_on: str | None = None,
     ):
         from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
         from wmrl.errors import WmrlError
@@ -410,7 +415,17 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
                 f"share_prefix={share_prefix} needs real_steps > 0 (got {real_steps}) and num_envs "
                 f"({env.num_envs}) a multiple of it"
             )
-        self.real_steps, self.share_prefix = int(real_steps), int(share_prefix)
+        train_on = train_on or ("branch" if share_prefix > 1 else "all")
+        if train_on not in ("all", "prefix", "branch"):
+            raise WmrlError(f"train_on={train_on!r}; expected 'all', 'prefix' or 'branch'")
+        if train_on != "all" and not real_steps:
+            raise WmrlError(f"train_on={train_on!r} splits an episode at its real prefix; it needs real_steps > 0")
+        if share_prefix > 1 and train_on != "branch":
+            raise WmrlError(
+                f"share_prefix={share_prefix} with train_on={train_on!r}: the members' recorded prefix actions "
+                "were not executed, so only the branches can be trained on (train_on='branch')"
+            )
+        self.real_steps, self.share_prefix, self.train_on = int(real_steps), int(share_prefix), train_on
         self.prefix_after_autoreset = bool(prefix_after_autoreset)
         self._prefixed = np.ones(env.num_envs, bool)  # whose current episode gets the real prefix
         self.env, self.model = env, self.models[0]
@@ -562,8 +577,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             self._log_spread(spread, done)
         if self.max_disagreement is not None and self.gate == "mask":
             info["gate_ok"] = gate_ok
-        if self.share_prefix > 1:
-            info["shared_prefix"] = prefix.copy()
+        if self.train_on != "all":  # the steps whose chunks RL leaves out
+            info["untrained"] = prefix.copy() if self.train_on == "branch" else ~prefix
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
             final_obs, final_instr = self._observe(), list(self.instructions)
             if phys is not None:  # the real prefix shows the physics' own observations

@@ -53,7 +53,10 @@ reaches one real state, and only that one trajectory counts as real steps (G tim
 members then branch in the state model with their own actions, and GRPO trains on those branches only
 (the prefix chunks' recorded actions were not the executed ones). Whether the model's branches teach
 anything the real prefix does not is what this asks: with per-member prefixes, GRPO also credits the
-members' own real prefix actions.
+members' own real prefix actions. ``--train-on prefix`` asks the other half: per-member prefixes, and
+GRPO trains only on the prefix's real chunks, scored by where the model's branch ends (the model as a
+judge of outcomes, not a scene the policy learns to act in); ``--train-on branch`` trains on the
+model's chunks only.
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ def run_world(
     real_steps: int = 0,
     overrides: tuple[str, ...] = (),
     share_prefix: bool = False,
+    train_on: str | None = None,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -134,7 +138,8 @@ def run_world(
     the run config's (``key=value``; e.g. ``real_rl_reward=dense rl.score=progress``: both worlds pay the
     staged dense reward, the state model's on its predicted states). ``share_prefix``: each GRPO group
     shares one real prefix (``StateModelVectorEnv(share_prefix=rl.group_size)``), and RL trains on the
-    model's branches from it."""
+    model's branches from it. ``train_on``: ``StateModelVectorEnv``'s (``all``, ``prefix`` or ``branch``;
+    None: its default)."""
     from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
@@ -162,7 +167,7 @@ def run_world(
             group = rl_cfg.group_size if share_prefix else 1
             env = StateModelVectorEnv(
                 real, models if isinstance(model_dir, list) else models[0], **opts,
-                prefix_after_autoreset=algo != "grpo", share_prefix=group,
+                prefix_after_autoreset=algo != "grpo", share_prefix=group, train_on=train_on,
             )
             made.append(env)
             return env
@@ -219,6 +224,7 @@ def run_world(
         or float(out.get("real_sim_calls", {}).get("prefix_steps", 0.0)),  # a stage finished before they were logged
         "real_steps_per_episode": int(real_steps) if world == "state_model" else None,
         "share_prefix": bool(share_prefix) if world == "state_model" else None,
+        "train_on": (train_on or ("branch" if share_prefix else "all")) if world == "state_model" else None,
         "real_sim_calls": out.get("real_sim_calls", {}),
         "eval_env_steps": float(out["eval"]["eval_env_steps"]),
         "wall_time_s": float(out.get("stage_time_s", float("nan"))),  # the stage's own, also when resumed
@@ -295,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --real-steps: each GRPO group runs one real prefix (its first member's actions) and "
                    "branches its members in the model from there; only that prefix counts as real steps, and "
                    "RL trains on the branches")
+    p.add_argument("--train-on", default=None, choices=("all", "prefix", "branch"),
+                   help="with --real-steps: the chunks GRPO trains on: all, the real prefix's only, or the model "
+                   "branch's only (default: all; branch with --share-prefix)")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's rl.iterations)")
     p.add_argument("--rl-seed", type=int, default=0,
                    help="0: the real-RL baseline's RL seeds; N > 0: an independent repeat (other starts and noise)")
@@ -336,8 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--rl-seed {a.rl_seed} must be >= 0 (0: the real-RL baseline's seeds)")
     if a.real_steps < 0:
         raise WmrlError(f"--real-steps {a.real_steps} must be >= 0 (real physics steps per episode)")
-    if a.share_prefix and not a.real_steps:
-        raise WmrlError("--share-prefix shares the real prefix of --real-steps K; give K > 0")
+    if (a.share_prefix or a.train_on not in (None, "all")) and not a.real_steps:
+        raise WmrlError("--share-prefix and --train-on prefix|branch split episodes at the real prefix of "
+                        "--real-steps K; give K > 0")
+    if a.share_prefix and a.train_on not in (None, "branch"):
+        raise WmrlError(f"--share-prefix trains on the model's branches only; --train-on {a.train_on} cannot be")
     swallowed = [n for n in [*a.object_dynamics, *[str(r) for r in a.runs]] if "=" in n]
     if swallowed:
         raise WmrlError(
@@ -370,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             models[src] = dirs if is_ensemble else dirs[0]
     args = {
         (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
-                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps, tuple(a.overrides), a.share_prefix)
+                 iterations, num_envs, ensemble, a.rl_seed, a.real_steps, tuple(a.overrides), a.share_prefix,
+                 a.train_on)
         for w in worlds
         for s in a.runs
     }
@@ -398,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         "rl_seed": a.rl_seed,
         "real_steps_per_episode": a.real_steps,
         "share_prefix": bool(a.share_prefix),
+        "train_on": a.train_on or ("branch" if a.share_prefix else "all"),
         "overrides": list(a.overrides),
         **run_fields(a, num_envs, config_name, t0),
     }

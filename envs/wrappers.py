@@ -21,7 +21,8 @@ class ActionChunkWrapper(VectorWrapper):
     when the chunk returns (its terminal observation is in ``info["final_obs"]``). When the wrapped
     env reports ``info["gate_ok"]`` (N,) (a step judged reliable, e.g. ``StateModelVectorEnv``'s
     ensemble gate), the chunk's ``gate_ok`` is True where every executed step was; when it reports
-    ``info["shared_prefix"]`` (N,), the chunk's is True where any executed step was.
+    ``info["untrained"]`` (N,) (a step RL should not train on), the chunk's is True where any executed
+    step was.
     """
 
     def __init__(self, env: VectorEnv, chunk_size: int):
@@ -51,7 +52,7 @@ class ActionChunkWrapper(VectorWrapper):
         info: dict[str, Any] = {}
         held: dict[str, np.ndarray] | None = None
         gate_ok: np.ndarray | None = None
-        shared: np.ndarray | None = None
+        untrained: np.ndarray | None = None
         for t in range(k):
             if not active.any():
                 break
@@ -66,9 +67,9 @@ class ActionChunkWrapper(VectorWrapper):
             if "gate_ok" in inf:
                 gate_ok = np.ones(n, bool) if gate_ok is None else gate_ok
                 gate_ok &= ~active | np.asarray(inf["gate_ok"], bool)
-            if "shared_prefix" in inf:
-                shared = np.zeros(n, bool) if shared is None else shared
-                shared |= active & np.asarray(inf["shared_prefix"], bool)
+            if "untrained" in inf:
+                untrained = np.zeros(n, bool) if untrained is None else untrained
+                untrained |= active & np.asarray(inf["untrained"], bool)
             done = active & (te | tr)
             terminated |= active & te
             truncated |= active & tr
@@ -100,8 +101,8 @@ class ActionChunkWrapper(VectorWrapper):
         }
         if gate_ok is not None:
             out_info["gate_ok"] = gate_ok
-        if shared is not None:
-            out_info["shared_prefix"] = shared
+        if untrained is not None:
+            out_info["untrained"] = untrained
         if final_obs is not None:
             out_info["final_obs"] = final_obs
             out_info["_final_obs"] = final_mask

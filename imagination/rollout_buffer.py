@@ -9,10 +9,9 @@ marked invalid (``valid=False``) and never trained on.
 Optional per-step info the imagined env reports (real envs lack them and count as reliable):
 ``info["gate_ok"]`` bool ``(N,)`` (executability and reward confidence above thresholds),
 ``info["exec_score"]`` / ``info["reward_confidence"]`` float ``(N,)``.
-``info["shared_prefix"]`` bool ``(N,)``: the sub-env followed its group's shared real prefix
-(``benchmarks._split_worlds.StateModelVectorEnv(share_prefix=G)``), so its own chosen actions were not
-the ones executed; such chunks count for the episode's length and score but are not trained on
-(``trainable``).
+``info["untrained"]`` bool ``(N,)``: the step's chunk counts for the episode's length and score but is
+not trained on (``trainable``), e.g. a chunk of a group's shared real prefix, whose recorded actions
+were not the executed ones (``benchmarks._split_worlds.StateModelVectorEnv(share_prefix=G)``).
 """
 
 from __future__ import annotations
@@ -122,8 +121,8 @@ class RolloutBatch:
             (SAME_STEP autoreset only; 0 elsewhere), for bootstrapping.
         executed: float32 ``(T, N)``: single env steps each sub-env executed (``chunk_valid``
             count; K where the env does not report it), valid or not: the env-step cost.
-        trainable: bool ``(T, N)``: valid chunks whose recorded action was the one executed (not a
-            shared-prefix chunk, ``info["shared_prefix"]``); GRPO updates on these only.
+        trainable: bool ``(T, N)``: valid chunks the env did not mark ``info["untrained"]``; GRPO updates
+            on these only.
     """
 
     obs: dict[str, Tensor]
@@ -260,7 +259,7 @@ def collect_first_episodes(
             reward_confidence=_info_array(info, "reward_confidence", n, float("nan"), torch.float32),
             final_values=torch.zeros(n),
             executed=_executed(info, n, out.actions.shape[1]),
-            trainable=alive & ~_info_array(info, "shared_prefix", n, False, torch.bool),
+            trainable=alive & ~_info_array(info, "untrained", n, False, torch.bool),
         )
         alive = alive & ~(term_t | trunc_t)
         if not alive.any():

@@ -368,6 +368,11 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         main(["--out", str(tmp_path / "r.json"), "--runs", str(tmp_path), "--object-dynamics", "od", "rl.score=progress"])
     with pytest.raises(WmrlError, match=r"override 'dense' is not key=value"):
         main(["--runs", str(tmp_path), "--out", str(tmp_path / "r.json"), "dense"])
+    with pytest.raises(WmrlError, match=r"--share-prefix and --train-on prefix\|branch split .* give K > 0"):
+        main(["--runs", str(tmp_path), "--train-on", "prefix", "--out", str(tmp_path / "r.json")])
+    with pytest.raises(WmrlError, match=r"--share-prefix trains on the model's branches only; --train-on all"):
+        main(["--runs", str(tmp_path), "--real-steps", "24", "--share-prefix", "--train-on", "all",
+              "--out", str(tmp_path / "r.json")])
     assert not (tmp_path / "r.json").exists()
 
 
@@ -551,7 +556,7 @@ def test_grpo_history_counts_every_real_prefix_step_also_when_resumed(tmp_path):
 def test_shared_prefix_runs_one_real_prefix_per_group_and_rl_trains_on_the_branches():
     """share_prefix=G: in the real prefix every member of a group of G executes its leader's action, so the
     group reaches one real state (the leader's real trajectory, counted once); after it the members branch
-    in the model with their own actions. The prefix steps are flagged (``shared_prefix``, OR-ed over a
+    in the model with their own actions. The prefix steps are flagged (``untrained``, OR-ed over a
     chunk), and the rollout leaves those chunks out of ``trainable``; bad groups are one-line errors."""
     from imagination.grpo import GRPOConfig, grpo_update, trajectory_scores
     from imagination.rollout_buffer import collect_first_episodes
@@ -568,7 +573,7 @@ def test_shared_prefix_runs_one_real_prefix_per_group_and_rl_trains_on_the_branc
     for t in range(k + 2):
         a = _actions(4, t)
         obs, _, _, _, info = env.step(a)
-        assert info["shared_prefix"].tolist() == [t < k] * 4
+        assert info["untrained"].tolist() == [t < k] * 4
         if t < k:  # the members are where their leader's actions took the physics
             robs, *_ = real.step(np.repeat(a[::2], 2, 0))
             for key in ("image", "state"):
@@ -607,3 +612,29 @@ def test_shared_prefix_runs_one_real_prefix_per_group_and_rl_trains_on_the_branc
         with pytest.raises(WmrlError, match=msg):
             StateModelVectorEnv(envs.make_vec(tasks, 4, autoreset_mode="same_step"), _model(),
                                 **{"real_steps": k, **bad})
+
+
+def test_train_on_splits_an_episode_at_its_real_prefix():
+    """train_on="prefix": the RL update trains on the real prefix's chunks only (the model's steps are
+    marked untrained); "branch": on the model's only; "all" marks nothing; bad choices are one-line errors."""
+    from imagination.rollout_buffer import collect_first_episodes
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+
+    tasks, k = ["PushCube-v0", "LiftCube-v0"], 4
+    torch.manual_seed(0)
+    policy = VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
+    for train_on in ("all", "prefix", "branch"):
+        env = ActionChunkWrapper(StateModelVectorEnv(
+            envs.make_vec(tasks, 2, seed=0, image_size=32, autoreset_mode="same_step", max_episode_steps=10), _model(),
+            real_steps=k, prefix_after_autoreset=False, train_on=train_on), 2)
+        batch = collect_first_episodes(env, policy, 5, seeds=[3, 4])
+        in_prefix = torch.arange(batch.num_steps)[:, None] < k // 2  # chunks 1-2 are the 4 real steps
+        want = {"all": batch.valid, "prefix": batch.valid & in_prefix, "branch": batch.valid & ~in_prefix}[train_on]
+        assert torch.equal(batch.trainable, want) and want.any(), train_on
+        env.close()
+    for kw, msg in (({"train_on": "model"}, r"train_on='model'; expected 'all', 'prefix' or 'branch'"),
+                    ({"train_on": "prefix", "real_steps": 0}, r"train_on='prefix' splits an episode .* real_steps > 0"),
+                    ({"share_prefix": 2, "train_on": "all"}, r"share_prefix=2 with train_on='all': .*train_on='branch'")):
+        with pytest.raises(WmrlError, match=msg):
+            StateModelVectorEnv(envs.make_vec(tasks, 2, autoreset_mode="same_step"), _model(), **{"real_steps": k, **kw})
