@@ -283,6 +283,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "round 0 (the single round; paired)",
      lambda d: " / ".join(_extra_pair(d, k, "imagination_pixel_round0") for k in (
          "coevolution_round1", "coevolution_round2")), "last round >= single round + 0.05"),
+    ("real_rl_group4.json", "same benchmark, GRPO groups of 4 (rl.group_size=4: 16 starts per iteration, not 8)",
+     lambda d: _variant(d, "group4"), ""),
+    ("real_rl_55k.json", "same benchmark stopped at 55.5k real steps (--budget 55500: 14 iterations, 53k steps), the "
+     "yardstick of the shared-prefix world", lambda d: _variant(d, "default"), ""),
+    ("policy_compare.json", "same episodes, lift over SFT: shared real prefix, trained on the model's branches, 300 "
+     "iterations (55k real steps) / real GRPO at 53k / branched, trained on the real prefix only, 100 iterations "
+     "(148k) / branched, all chunks (148k)",
+     lambda d: " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in (
+         "state_world_shared24_it300", "grpo_55k", "state_world_branch24_trainprefix", "state_world_branch24")),
+     "imagination RL >= real RL at the same real budget"),
     ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
      "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
     ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "
@@ -395,6 +405,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_it300.json", "same, 300 iterations (--iterations 300; one resume on the way): real "
      "success SFT -> after; real env steps used per seed", lambda d: _smrl(d, "steps"), ""),
+    ("state_model_rl_shared24_it300.json", "same world, one real prefix of 24 steps per GRPO group (its first "
+     "member's actions; --share-prefix), GRPO trained on the model's branches only, 300 iterations: real success "
+     "SFT -> after; real env steps used per seed", lambda d: _smrl(d, "steps"), ""),
+    ("state_model_rl_branch24_trainprefix.json", "same as state_model_rl_branch24.json, GRPO trained on the real "
+     "prefix's chunks only (--train-on prefix)", lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix.json", "first run of the same: episodes begun by autoreset (which GRPO "
      "ignores) got real prefixes too, and the physics went on under sub-envs already in the model",
      lambda d: _smrl(d, "steps"), ""),
