@@ -73,6 +73,11 @@ def _pool(d: dict, name: str = "pool64", k: int = 8) -> str:
     return f"{_variant(d, name)}; on the pool's starts, sampled: {_fmt(first)} -> {_fmt(last)}"
 
 
+def _lifts(d: dict, *arms: str) -> str:
+    """``+0.012 / -0.003 / ...``: each arm's paired difference against a policy_compare.json's reference."""
+    return " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in arms)
+
+
 def _extra_pair(d: dict, arm: str, vs: str) -> str:
     """``+0.012`` of a policy_compare.json extra pairing (``--pair ARM VS``), or ``not run``."""
     hit = [p for p in d.get("pairs") or [] if p["arm"] == arm and p["vs"] == vs]
@@ -276,9 +281,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("policy_compare.json", "same episodes, lift over SFT (paired): RL in the pixel world (main job round 0) / "
      "state-model world from t=0 / branched 24 real steps (148k real steps) / real GRPO 150k / branched, 300 "
      "iterations (442k) / real GRPO 380k",
-     lambda d: " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in (
-         "imagination_pixel_round0", "state_world_t0", "state_world_branch24", "grpo_150k",
-         "state_world_branch24_it300", "grpo_380k")), ">= +0.30"),
+     lambda d: _lifts(d, "imagination_pixel_round0", "state_world_t0", "state_world_branch24", "grpo_150k",
+                      "state_world_branch24_it300", "grpo_380k"), ">= +0.30"),
     ("policy_compare.json", "same episodes, co-evolution rounds 1 / 2 of the main job (pixel world), lift over its "
      "round 0 (the single round; paired)",
      lambda d: " / ".join(_extra_pair(d, k, "imagination_pixel_round0") for k in (
@@ -290,9 +294,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("policy_compare.json", "same episodes, lift over SFT: shared real prefix, trained on the model's branches, 300 "
      "iterations (55k real steps) / real GRPO at 53k / branched, trained on the real prefix only, 100 iterations "
      "(148k) / branched, all chunks (148k)",
-     lambda d: " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in (
-         "state_world_shared24_it300", "grpo_55k", "state_world_branch24_trainprefix", "state_world_branch24")),
-     "imagination RL >= real RL at the same real budget"),
+     lambda d: _lifts(d, "state_world_shared24_it300", "grpo_55k", "state_world_branch24_trainprefix",
+                      "state_world_branch24"), "imagination RL >= real RL at the same real budget"),
     ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
      "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
     ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "
