@@ -162,8 +162,9 @@ def run_world(
         def make_world(real: Any) -> StateModelVectorEnv:
             # GRPO trains on first episodes only: no real prefix for the episodes its collection ignores
             algo, rl_cfg = cfg.rl_config()
-            if share_prefix and algo != "grpo":
-                raise WmrlError(f"--share-prefix shares a prefix within GRPO groups; rl.algo is {algo!r}")
+            if (share_prefix or train_on not in (None, "all")) and algo != "grpo":
+                raise WmrlError(f"--share-prefix and --train-on prefix|branch need GRPO (PPO trains on every "
+                                f"chunk); rl.algo is {algo!r}")
             group = rl_cfg.group_size if share_prefix else 1
             env = StateModelVectorEnv(
                 real, models if isinstance(model_dir, list) else models[0], **opts,

@@ -195,9 +195,10 @@ def grpo_update(
     gen: torch.Generator,
 ) -> dict[str, float]:
     """Clipped-ratio update on every trainable chunk of the kept trajectories (``batch.trainable``: valid
-    and not a shared real prefix; each trajectory's weight 1 is shared by them; one screen, cleanrl style)."""
+    and not marked ``untrained`` by the env; each trajectory's weight 1 is shared by them; one screen,
+    cleanrl style)."""
     dev = policy_device(policy)  # the batch lives on the CPU; the per-sample terms move to the policy
-    trained = batch.trainable & keep[None, :]  # valid chunks whose recorded action was executed
+    trained = batch.trainable & keep[None, :]
     t_idx, n_idx = torch.nonzero(trained, as_tuple=True)
     old_logp, adv = batch.log_probs[t_idx, n_idx].to(dev), adv_traj[n_idx].to(dev)
     per_dim = cfg.ratio == "dim" and len(t_idx) > 0

@@ -137,7 +137,7 @@ def shift_consistency(
     KL and its gradient is the KL's: the policy learns to act on a shifted view as it acted on the
     real one (DrAC's policy regulariser, Raileanu et al. 2021). Scoring the policy-gradient ratio
     itself on shifted frames (RAD) is not used: with the built-in suite's exploration std 0.1 a
-    4-pixel shift moves the mean by more than a std, and 95% of the ratios were clipped."""
+    4-pixel shift moves the mean by more than a std, and 94% of the ratios were clipped."""
     ev = policy.evaluate_actions(augment_frames(obs, shift, gen), instructions, actions)
     return old_log_prob - ev.log_prob
 
