@@ -292,10 +292,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("real_rl_55k.json", "same benchmark stopped at 55.5k real steps (--budget 55500: 14 iterations, 53k steps), the "
      "yardstick of the shared-prefix world", lambda d: _variant(d, "default"), ""),
     ("policy_compare.json", "same episodes, lift over SFT: shared real prefix, trained on the model's branches, 300 "
-     "iterations (55k real steps) / real GRPO at 53k / branched, trained on the real prefix only, 100 iterations "
-     "(148k) / branched, all chunks (148k)",
+     "iterations (55k real steps) / real GRPO at 53k / branched, trained on the real prefix only, 100 / 300 "
+     "iterations (148k / 442k) / branched, all chunks, 100 / 300 iterations (148k / 442k)",
      lambda d: _lifts(d, "state_world_shared24_it300", "grpo_55k", "state_world_branch24_trainprefix",
-                      "state_world_branch24"), "imagination RL >= real RL at the same real budget"),
+                      "state_world_branch24_trainprefix_it300", "state_world_branch24", "state_world_branch24_it300"),
+     "imagination RL >= real RL at the same real budget"),
     ("real_rl_curve.json", "learning curve: the GRPO-seed-0 default pairs of real_rl_ratio.json trained on (--curve), "
      "real success at 380k / 760k / 1.52M real steps (100 / 200 / 400 iterations)", _curve, ""),
     ("real_rl_short.json", "learning curve from the start (the same-budget yardstick of --real-steps): real success "
@@ -413,6 +414,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "SFT -> after; real env steps used per seed", lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_trainprefix.json", "same as state_model_rl_branch24.json, GRPO trained on the real "
      "prefix's chunks only (--train-on prefix)", lambda d: _smrl(d, "steps"), ""),
+    ("state_model_rl_branch24_trainprefix_it300.json", "same, 300 iterations", lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix.json", "first run of the same: episodes begun by autoreset (which GRPO "
      "ignores) got real prefixes too, and the physics went on under sub-envs already in the model",
      lambda d: _smrl(d, "steps"), ""),
