@@ -503,14 +503,15 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         from wmrl.errors import WmrlError
 
         g = self.share_prefix
-        now = self.rollout.now.numpy().reshape(-1, g, self.rollout.now.shape[-1])
-        objs = self.rollout.objs.numpy().reshape(now.shape[0], g, -1)
-        for k in range(now.shape[0]):
-            if not (np.array_equal(now[k], np.repeat(now[k, :1], g, 0)) and np.array_equal(objs[k], np.repeat(objs[k, :1], g, 0))):
-                raise WmrlError(
-                    f"share_prefix={g}: sub-envs {k * g}-{k * g + g - 1} do not start from one state; a shared "
-                    "prefix needs every group to reset with one seed (GRPO's group-shared starts)"
-                )
+        start = np.concatenate([self.rollout.now.numpy(), self.rollout.objs.numpy().reshape(self.num_envs, -1)], 1)
+        start = start.reshape(self.num_envs // g, g, -1)
+        differ = np.flatnonzero((start != start[:, :1]).any((1, 2)))
+        if len(differ):
+            k = int(differ[0])
+            raise WmrlError(
+                f"share_prefix={g}: sub-envs {k * g}-{k * g + g - 1} do not start from one state; a shared "
+                "prefix needs every group to reset with one seed (GRPO's group-shared starts)"
+            )
 
     def _observe(self) -> dict[str, np.ndarray]:
         now = self.rollout.now.numpy()

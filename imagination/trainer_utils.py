@@ -107,18 +107,7 @@ def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     return params
 
 
-IMAGE_KEYS = ("image", "wrist_image")
-
-
-def augment_frames(obs: dict[str, torch.Tensor], shift: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """A minibatch's observations with every frame (uint8 ``(M, H, W, 3)`` under ``image`` /
-    ``wrist_image``) shifted by up to ``shift`` pixels on its own (RAD / DrQ random shift, the SFT
-    recipe's ``augment_shift``); other keys as they are. ``shift`` 0 returns ``obs`` itself."""
-    if shift <= 0:
-        return obs
-    from policies.train import random_shift
-
-    return {k: random_shift(v, shift, gen) if k in IMAGE_KEYS else v for k, v in obs.items()}
+FRAME_KEYS = ("image", "wrist_image")  # the env contract's camera frames, uint8 (M, H, W, 3)
 
 
 def shift_consistency(
@@ -130,7 +119,9 @@ def shift_consistency(
     shift: int,
     gen: torch.Generator,
 ) -> torch.Tensor:
-    """Per-sample ``(M,)`` estimate of KL(pi_old(.|o) || pi(.|shift(o))) on the stored actions.
+    """Per-sample ``(M,)`` estimate of KL(pi_old(.|o) || pi(.|shift(o))) on the stored actions, where
+    shift(o) moves every frame of ``obs`` (``FRAME_KEYS``) by up to ``shift`` pixels on its own (the SFT
+    recipe's random shift, ``policies.train.random_shift``) and keeps the other keys.
 
     The actions ``(M, K, A)`` were sampled from the behaviour policy on the unshifted frames
     (``old_log_prob`` ``(M,)``), so ``old_log_prob - log pi(a | shift(o))`` is an unbiased sample of the
@@ -138,7 +129,10 @@ def shift_consistency(
     real one (DrAC's policy regulariser, Raileanu et al. 2021). Scoring the policy-gradient ratio
     itself on shifted frames (RAD) is not used: with the built-in suite's exploration std 0.1 a
     4-pixel shift moves the mean by more than a std, and 94% of the ratios were clipped."""
-    ev = policy.evaluate_actions(augment_frames(obs, shift, gen), instructions, actions)
+    from policies.train import random_shift
+
+    shifted = {k: random_shift(v, shift, gen) if k in FRAME_KEYS else v for k, v in obs.items()}
+    ev = policy.evaluate_actions(shifted, instructions, actions)
     return old_log_prob - ev.log_prob
 
 
