@@ -35,6 +35,35 @@ def success_summary(successes: list[bool] | Any) -> dict[str, Any]:
     return {"success_rate": k / n if n else 0.0, "ci95": [lo, hi], "successes": k, "episodes": n}
 
 
+def paired_outcome_difference(arm: dict[str, Any], ref: dict[str, Any], z: float = 1.959964) -> dict[str, Any]:
+    """``arm`` minus ``ref`` success, episode by episode on the same starts.
+
+    Args:
+        arm, ref: task -> outcomes in seed order (a sequence of 0/1 or a string such as ``"0110"``);
+            both must hold the same tasks and as many episodes per task.
+    Returns:
+        ``{"diff", "se", "ci95": [lo, hi], "episodes"}``: the mean of the per-episode differences
+        (the difference of the mean success when every task has as many episodes), its standard error
+        and a normal 95% (default ``z``) interval. Pairing removes the spread of the starts both
+        policies share, so this is tighter than comparing two separate intervals.
+
+    >>> paired_outcome_difference({"t": "1101"}, {"t": "0101"})["diff"]
+    0.25
+    """
+    if sorted(arm) != sorted(ref):
+        raise ValueError(f"paired outcomes need the same tasks; got {sorted(arm)} and {sorted(ref)}")
+    d: list[float] = []
+    for t in sorted(ref):
+        a, r = [int(x) for x in arm[t]], [int(x) for x in ref[t]]
+        if len(a) != len(r):
+            raise ValueError(f"task {t}: {len(a)} episodes against {len(r)}; paired outcomes need as many")
+        d += [x - y for x, y in zip(a, r)]
+    n = len(d)
+    mean = sum(d) / n if n else 0.0
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else float("nan")
+    return {"diff": mean, "se": se, "ci95": [mean - z * se, mean + z * se], "episodes": n}
+
+
 def run_keys(paths: list[Any]) -> list[str]:
     """Names for run folders in result files: each folder's name, or where two share it (e.g.
     ``.../seed_0/ablation_x`` and ``.../seed_1/ablation_x``) the shortest path suffix that tells

@@ -118,6 +118,36 @@ def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
+def mean_paired_lifts(per_seed: list[dict[str, dict[str, Any]]], z: float = 1.959964) -> dict[str, dict[str, Any]]:
+    """Each phase's paired lift over SFT (a run's ``lift_vs_sft``), averaged over the seeds that have it
+    for every seed: ``diff`` (mean), ``se`` (the evaluation's standard error of that mean,
+    sqrt(sum se^2) / k; the seeds' own spread is in ``diff_per_seed``), ``ci95``."""
+    phases = set.intersection(*(set(d) for d in per_seed)) if per_seed else set()
+    out = {}
+    for name in sorted(phases):
+        diffs = [float(d[name]["diff"]) for d in per_seed]
+        se = float(np.sqrt(sum(float(d[name]["se"]) ** 2 for d in per_seed)) / len(per_seed))
+        m = float(np.mean(diffs))
+        out[name] = {"diff": m, "se": se, "ci95": [m - z * se, m + z * se], "diff_per_seed": diffs}
+    return out
+
+
+def ablation_lift(runs: Path, seeds: list[int], name: str) -> dict[str, Any] | None:
+    """An ablation's round-0 success minus its seed's SFT success, paired episode by episode and
+    averaged over the seeds (:func:`mean_paired_lifts`); None when a seed's evaluations kept no episodes."""
+    from imagination.report import paired_lifts
+
+    def stage(folder: Path, st: str) -> dict[str, Any]:
+        return json.loads((folder / "stages" / f"{st}.json").read_text())
+
+    per_seed = [
+        paired_lifts(stage(runs / f"seed_{s}", "eval_sft"),
+                     {"round_0": stage(runs / f"seed_{s}" / f"ablation_{name}", "round_0")["eval"]})
+        for s in seeds
+    ]
+    return mean_paired_lifts(per_seed).get("round_0")
+
+
 def summarize(per_seed: dict[int, dict[str, Any]], ablations: dict[str, dict[int, float]]) -> dict[str, Any]:
     """Means over seeds of the benchmark fields, with the per-seed values and the goals."""
     seeds = sorted(per_seed)
@@ -142,22 +172,37 @@ def summarize(per_seed: dict[int, dict[str, Any]], ablations: dict[str, dict[int
             str(s): {k: v for k, v in per_seed[s].items() if k not in ("per_task", "ci95")} for s in seeds
         },
     }
+    out["lift_vs_sft"] = mean_paired_lifts([per_seed[s].get("lift_vs_sft", {}) for s in seeds])
+    out["lift_vs_round_0"] = mean_paired_lifts([per_seed[s].get("lift_vs_round_0", {}) for s in seeds])
     lift = out["imagination_rl_success"] - out["sft_success"]
     last = out["coevolution_success_by_round"][-1] if out["coevolution_success_by_round"] else float("nan")
+    n_rounds = len(out["coevolution_success_by_round"])
     out["goals"] = {
-        "imagination_lift": {"value": lift, "goal": ">= 0.30", "met": bool(lift >= 0.30)},
+        "imagination_lift": {"value": lift, "goal": ">= 0.30", "met": bool(lift >= 0.30),
+                             **_paired_ci(out["lift_vs_sft"].get("round_0"))},
         "coevolution_gain": {
             "value": last - out["imagination_rl_success"],
             "goal": ">= 0.05",
             "met": bool(last - out["imagination_rl_success"] >= 0.05),
+            **_paired_ci(out["lift_vs_round_0"].get(f"round_{n_rounds}")),
         },
         "imagination_vs_real_rl": {
             "value": out["imagination_rl_success"] - out["real_rl_same_budget_success"],
             "goal": ">= 0",
             "met": bool(out["imagination_rl_success"] >= out["real_rl_same_budget_success"]),
+            **_paired_ci(out["lift_vs_round_0"].get("real_rl"), negate=True),
         },
     }
     return out
+
+
+def _paired_ci(d: dict[str, Any] | None, negate: bool = False) -> dict[str, Any]:
+    """``{"ci95_paired": [lo, hi]}`` of a mean paired lift (negated: the reference minus the phase),
+    or nothing when the runs kept no episodes."""
+    if d is None:
+        return {}
+    lo, hi = d["ci95"]
+    return {"ci95_paired": [-hi, -lo] if negate else [lo, hi]}
 
 
 def environment_info() -> dict[str, Any]:
@@ -209,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
                 config_name, base, name, s, a.overrides, not a.no_progress, variants.get(name)
             )
     res = summarize(per_seed, abl)
+    for name in abl:
+        res["ablations"][name]["lift_vs_sft"] = ablation_lift(runs, seeds, name)
     # compute time of every stage of every run (resumed stages count their original time), and of
     # this invocation (small when everything was resumed)
     abl_times = [

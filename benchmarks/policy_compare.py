@@ -33,6 +33,10 @@ from typing import Any
 
 import numpy as np
 
+# How the held-out starts are drawn; part of the cache key and of the result. Each episode's sub-env
+# is reset with its own seed. Results without ``starts`` (and caches made then) drew one seed per batch
+# of --num-envs episodes and spread it over the batch's sub-envs.
+STARTS = "per-episode-seed"
 QUICK_ARMS = {"expert": ["expert:0.0", "expert:0.1"], "noisy_expert": ["expert:0.5", "expert:0.8"]}
 
 
@@ -43,7 +47,7 @@ def play(policy: str, episodes_per_task: int, seed: int, num_envs: int, work: Pa
     from wmrl.io import atomic_write_json
 
     key = hashlib.sha1(f"{Path(policy).resolve() if Path(policy).exists() else policy}|{episodes_per_task}|"
-                       f"{seed}|{num_envs}".encode()).hexdigest()[:16]
+                       f"{seed}|{num_envs}|{STARTS}".encode()).hexdigest()[:16]
     cache = work / f"{key}.json"
     if cache.is_file():
         return json.loads(cache.read_text())["outcomes"]
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         "episodes_per_task": eps,
         "seed": a.seed,
         "num_envs": a.num_envs,
+        "starts": STARTS,
         "reference": ref,
         "arms": out_arms,
         "paired": paired,

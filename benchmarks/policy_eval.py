@@ -6,9 +6,9 @@ Usage::
         --out results/eval.json          # also: --policy expert:0.3, --policy random
     wmrl evaluate --policy PATH ...      # same
 
-Episodes of each task run in batches of ``--num-envs`` sub-envs that start together with fixed
-seeds (``seed + 1000 * task_index + episode``), so two runs with the same arguments see the same
-initial layouts. A chunk policy re-plans every K steps (open-loop within a chunk). Videos of the
+Episodes of each task run in batches of ``--num-envs`` sub-envs; each episode's sub-env is reset
+with its own seed, ``seed + 1000 * task_index + episode``, so two runs with the same seed see the same
+initial layouts whatever their batch size (the scripted experts' action noise still follows the batch). A chunk policy re-plans every K steps (open-loop within a chunk). Videos of the
 first episodes of every task are written next to the JSON (``<out stem>_videos/<task>.mp4``).
 """
 
@@ -119,12 +119,14 @@ def make_actor(policy: Any, seed: int = 0, deterministic: bool = True) -> _Actor
     raise WmrlError(f"policy of type {type(policy).__name__} is not a Policy, 'random', 'expert:NOISE' or a path")
 
 
-def _run_batch(env: Any, actor: _Actor, seed: int, n: int, max_steps: int, record: int) -> tuple[np.ndarray, np.ndarray, list]:
-    """Run one episode in each of the ``n`` sub-envs. Returns success bool (n,), length (n,), frames of
-    the first ``record`` sub-envs (lists of (H,W,3))."""
-    obs, info = env.reset(seed=seed)
+def _run_batch(env: Any, actor: _Actor, seeds: list[int], max_steps: int, record: int) -> tuple[np.ndarray, np.ndarray, list]:
+    """Run one episode in each of the ``n = len(seeds)`` sub-envs, sub-env ``i`` reset with its own
+    ``seeds[i]`` (so an episode's start does not depend on how the episodes are batched). Returns
+    success bool (n,), length (n,), frames of the first ``record`` sub-envs (lists of (H,W,3))."""
+    n = len(seeds)
+    obs, info = env.reset(seed=list(seeds))
     if isinstance(actor, ExpertActor):
-        actor.bind(env, seed)
+        actor.bind(env, seeds[0])
     actor.reset()
     done = np.zeros(n, bool)
     success = np.zeros(n, bool)
@@ -200,7 +202,8 @@ def evaluate_policy(
                                 **(render or {}))
             try:
                 rec = min(n, max(0, videos_per_task - len(videos))) if video_dir else 0
-                s, ln, fr = _run_batch(env, actor, seed + 1000 * ti + done_eps, n, max_steps, rec)
+                first = seed + 1000 * ti + done_eps
+                s, ln, fr = _run_batch(env, actor, list(range(first, first + n)), max_steps, rec)
             finally:
                 env.close()
             succ_all.append(s)

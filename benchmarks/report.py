@@ -84,6 +84,17 @@ def _extra_pair(d: dict, arm: str, vs: str) -> str:
     return f"{hit[0]['mean_diff']:+.3f}" if hit else "not run"
 
 
+def _run_lifts(d: dict) -> str:
+    """``+0.012 [-0.02, +0.04] / ...``: an imagination_lift.json's paired lifts over SFT (round 0, each
+    co-evolution round, real RL), or ``not kept`` for runs evaluated before episodes were kept."""
+    lifts = d.get("lift_vs_sft") or {}
+    keys = sorted((k for k in lifts if k.startswith("round_")), key=lambda k: int(k.split("_")[1]))
+    keys += [k for k in lifts if k == "real_rl"]
+    if not keys:
+        return "not kept"
+    return " / ".join(f"{lifts[k]['diff']:+.3f} [{lifts[k]['ci95'][0]:+.3f}, {lifts[k]['ci95'][1]:+.3f}]" for k in keys)
+
+
 def _smrl(d: dict, extra: str = "") -> str:
     """``SFT -> after`` of a state_model_rl.json; ``extra``: ``real`` appends `` / `` real GRPO at the same
     iterations, ``steps`` appends ``; `` the real env steps used per seed."""
@@ -242,6 +253,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "co-evolution success by round", "coevolution_success_by_round", ""),
     ("imagination_lift.json", "RL in real sim, same real budget (that baseline trained on 2 of the 6 tasks; fixed since)",
      "real_rl_same_budget_success", "imagination RL >= this"),
+    ("imagination_lift.json", "lift over SFT paired episode by episode (mean of the seeds [95% CI of the evaluation]): "
+     "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ""),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
     ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread (s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),

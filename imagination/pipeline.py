@@ -595,6 +595,9 @@ class Pipeline:
             "success": float(res["mean_success"]),
             "ci95": list(res.get("mean_ci95", [])),
             "per_task": {t: float(v["success_rate"]) for t, v in res["tasks"].items()},
+            # episode by episode (0/1 in seed order): every phase plays the same starts, so the report
+            # can set each against SFT pair by pair
+            "outcomes": {t: "".join(str(int(x)) for x in v["outcomes"]) for t, v in res["tasks"].items()},
             "eval_env_steps": float(sum(v["mean_length"] * v["episodes"] for v in res["tasks"].values())),
         }
 

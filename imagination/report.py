@@ -36,6 +36,11 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     if real is not None:
         out["real_rl_same_budget_success"] = real["eval"]["success"]
         out["real_rl_env_steps"] = real["real_env_steps"]
+        out["ci95"]["real_rl"] = real["eval"].get("ci95")
+    evals = {f"round_{i}": r["eval"] for i, r in enumerate(rs)} | ({"real_rl": real["eval"]} if real else {})
+    out["lift_vs_sft"] = paired_lifts(sft, evals)
+    # the goals' comparisons: each co-evolution round and real RL against RL in imagination (round 0)
+    out["lift_vs_round_0"] = paired_lifts(rs[0]["eval"], {k: v for k, v in evals.items() if k != "round_0"})
     stage_times = {p.stem: _stage_time(p) for p in sorted((pipe.root / "stages").glob("*.json"))}
     out["stage_time_s"] = stage_times
     out["wall_time_s"] = float(sum(v for v in stage_times.values() if v is not None))
@@ -46,6 +51,22 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     return out
 
 
+def paired_lifts(ref: dict[str, Any], phases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each phase's real success minus the ``ref`` evaluation's (SFT's, say), episode by episode on the
+    same evaluation starts (``benchmarks._stats.paired_outcome_difference``: ``diff``, ``se``, ``ci95``,
+    ``episodes``). Phases evaluated without per-episode outcomes (runs made before they were kept) are
+    left out, and all are when ``ref`` has none."""
+    from benchmarks._stats import paired_outcome_difference
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, ev in phases.items():
+        try:
+            out[name] = paired_outcome_difference(ev["outcomes"], ref["outcomes"])
+        except (KeyError, ValueError):  # no outcomes kept, or a resumed run evaluated other episodes
+            continue
+    return out
+
+
 def _stage_time(p: Path, key: str = "stage_time_s") -> float | None:
     import json
 
@@ -53,24 +74,43 @@ def _stage_time(p: Path, key: str = "stage_time_s") -> float | None:
 
 
 def results_table(res: dict[str, Any]) -> str:
-    """Markdown table of real-simulator success per phase."""
+    """Markdown table of real-simulator success per phase, with its 95% interval and, where the
+    episodes were kept, its paired difference from SFT on the same starts."""
     rows = [
-        ("SFT (behaviour cloning)", res["sft_success"], 0.0),
-        ("RL in imagination (round 0)", res["imagination_rl_success"], res["real_env_steps_by_round"][0]),
+        ("SFT (behaviour cloning)", "sft", res["sft_success"], 0.0),
+        ("RL in imagination (round 0)", "round_0", res["imagination_rl_success"], res["real_env_steps_by_round"][0]),
     ]
     for i, s in enumerate(res["coevolution_success_by_round"], start=1):
-        rows.append((f"co-evolution round {i}", s, res["real_env_steps_by_round"][i]))
+        rows.append((f"co-evolution round {i}", f"round_{i}", s, res["real_env_steps_by_round"][i]))
     if "real_rl_same_budget_success" in res:
         rows.append(
             (
                 "RL in the real simulator (same real budget)",
+                "real_rl",
                 res["real_rl_same_budget_success"],
                 res["real_rl_env_steps"],
             )
         )
-    lines = ["| phase | real-sim success | real env steps (RL data) |", "|---|---:|---:|"]
-    lines += [f"| {name} | {s:.3f} | {int(steps)} |" for name, s, steps in rows]
+    ci, lifts = res.get("ci95", {}), res.get("lift_vs_sft", {})
+
+    def interval(x: list[float] | None, signed: bool = False) -> str:
+        return "" if not x else ("[{:+.3f}, {:+.3f}]" if signed else "[{:.3f}, {:.3f}]").format(*x)
+
+    def lift(key: str) -> str:
+        d = lifts.get(key)
+        return "" if d is None else f"{d['diff']:+.3f} {interval(d['ci95'], signed=True)}"
+
+    lines = [
+        "| phase | real-sim success [95% CI] | vs SFT, paired by episode [95% CI] | real env steps (RL data) |",
+        "|---|---:|---:|---:|",
+    ]
     lines += [
+        f"| {name} | {s:.3f} {interval(ci.get(key))} | {lift(key)} | {int(steps)} |" for name, key, s, steps in rows
+    ]
+    lines += [
+        "",
+        "Every phase is evaluated on the same real starts, so a difference from SFT is read episode by episode; "
+        "a paired interval that holds 0 is no measured change.",
         "",
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
         f"Wall time of all stages: {res['wall_time_s']:.0f} s"
@@ -87,8 +127,14 @@ def success_plot(res: dict[str, Any], path: Path) -> None:
 
     ys = [res["sft_success"], res["imagination_rl_success"], *res["coevolution_success_by_round"]]
     xs = ["SFT", "imag. RL"] + [f"round {i}" for i in range(1, len(ys) - 1)]
+    keys = ["sft"] + [f"round_{i}" for i in range(len(ys) - 1)]
+    ci = res.get("ci95", {})
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(len(ys)), ys, "o-", label="policy (imagination + co-evolution)")
+    if all(ci.get(k) for k in keys):  # 95% intervals of each evaluation as error bars
+        err = np.array([[y - ci[k][0], ci[k][1] - y] for y, k in zip(ys, keys)]).T.clip(min=0)
+        ax.errorbar(range(len(ys)), ys, yerr=err, fmt="o-", capsize=3, label="policy (imagination + co-evolution)")
+    else:
+        ax.plot(range(len(ys)), ys, "o-", label="policy (imagination + co-evolution)")
     if "real_rl_same_budget_success" in res:
         ax.axhline(
             res["real_rl_same_budget_success"],

@@ -400,6 +400,13 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
     assert (rd / "plots" / "success_per_round.png").stat().st_size > 0
     assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
     assert "| SFT" in (rd / "results.md").read_text()
+    # every phase played the same evaluation starts: its lift over SFT is read episode by episode
+    assert set(res["lift_vs_sft"]) == {"round_0", "round_1", "real_rl"}
+    assert res["lift_vs_sft"]["round_0"]["diff"] == pytest.approx(res["imagination_rl_success"] - res["sft_success"])
+    assert res["lift_vs_sft"]["real_rl"]["episodes"] == 2
+    assert set(res["lift_vs_round_0"]) == {"round_1", "real_rl"}  # the goals' comparisons
+    assert res["lift_vs_round_0"]["real_rl"]["diff"] == pytest.approx(
+        res["real_rl_same_budget_success"] - res["imagination_rl_success"])
     marker = (rd / "stages" / "round_0.json").read_text()
     assert main(args) == 0  # resume: every stage is skipped, nothing is recomputed
     assert (rd / "stages" / "round_0.json").read_text() == marker

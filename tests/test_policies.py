@@ -346,6 +346,9 @@ def test_evaluate_policy_in_real_simulator(tmp_path):
     task = res["tasks"]["PushCube-v0"]
     assert task["success_rate"] == 1.0 and task["episodes"] == 3 and task["outcomes"] == [1, 1, 1]
     assert 0 < task["ci95"][0] < 1.0 == task["ci95"][1]
+    # each episode starts from its own seed, however the episodes are batched
+    one_by_one = evaluate_policy("expert:0.0", "PushCube-v0", episodes_per_task=3, seed=0, num_envs=1)
+    assert one_by_one["tasks"]["PushCube-v0"]["mean_length"] == task["mean_length"]
     policy = VLAPolicy(VLAConfig(image_size=64, channels=(8, 8, 8), hidden_dim=32, chunk_size=4)).eval()
     res = evaluate_policy(policy, ["PushCube-v0", "LiftCube-v0"], 2, seed=1, num_envs=2, video_dir=tmp_path / "v")
     assert set(res["tasks"]) == {"PushCube-v0", "LiftCube-v0"} and 0 <= res["mean_success"] <= 1
@@ -395,6 +398,50 @@ def test_policy_compare_pairs_arms_episode_by_episode(tmp_path):
     assert main([*args, "--pair", "good", "bad"]) == 0  # an extra pairing, the other way round
     (extra,) = json.loads(out.read_text())["pairs"]
     assert extra["arm"] == "good" and extra["vs"] == "bad" and extra["mean_diff"] == -res["paired"]["bad"]["mean_diff"]
+
+
+def test_run_report_sets_each_phase_against_sft_episode_by_episode():
+    """The main job's report reads each phase's lift over SFT pair by pair on the shared evaluation
+    starts, with an interval; phases without kept episodes or with other episodes are left out."""
+    from benchmarks._stats import paired_outcome_difference
+    from imagination.report import paired_lifts, results_table
+
+    d = paired_outcome_difference({"A": "1111", "B": "0010"}, {"A": [1, 0, 1, 1], "B": "0010"})
+    per_episode = np.array([0, 1, 0, 0, 0, 0, 0, 0], float)
+    assert d["diff"] == 0.125 and d["episodes"] == 8
+    assert d["se"] == pytest.approx(per_episode.std(ddof=1) / np.sqrt(8))
+    assert d["ci95"] == pytest.approx([0.125 - 1.959964 * d["se"], 0.125 + 1.959964 * d["se"]])
+    with pytest.raises(ValueError, match="same tasks"):
+        paired_outcome_difference({"A": "1"}, {"B": "1"})
+    with pytest.raises(ValueError, match="task A: 2 episodes against 1"):
+        paired_outcome_difference({"A": "11"}, {"A": "1"})
+    sft = {"success": 0.5, "outcomes": {"A": "0101"}, "ci95": [0.2, 0.8]}
+    lifts = paired_lifts(sft, {
+        "round_0": {"outcomes": {"A": "1101"}},
+        "round_1": {"success": 0.4},  # evaluated before outcomes were kept
+        "real_rl": {"outcomes": {"A": "11"}},  # a resumed run that evaluated other episodes
+    })
+    assert list(lifts) == ["round_0"] and lifts["round_0"]["diff"] == 0.25
+    res = {"sft_success": 0.5, "imagination_rl_success": 0.75, "coevolution_success_by_round": [0.4],
+           "real_env_steps_by_round": [0.0, 96.0], "real_env_steps_used": 96.0, "wall_time_s": 1.0,
+           "ci95": {"sft": [0.2, 0.8]}, "lift_vs_sft": lifts}
+    table = results_table(res)
+    assert "| SFT (behaviour cloning) | 0.500 [0.200, 0.800] |  | 0 |" in table
+    lo, hi = lifts["round_0"]["ci95"]
+    assert f"| RL in imagination (round 0) | 0.750  | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 |" in table
+    assert "| co-evolution round 1 | 0.400  |  | 96 |" in table
+    from benchmarks.imagination_lift import mean_paired_lifts
+
+    seeds = [{"round_0": {"diff": 0.1, "se": 0.03}, "real_rl": {"diff": 0.0, "se": 0.02}},
+             {"round_0": {"diff": -0.05, "se": 0.04}}]  # a seed without the real-RL phase
+    pooled = mean_paired_lifts(seeds)
+    assert list(pooled) == ["round_0"] and pooled["round_0"]["diff"] == pytest.approx(0.025)
+    assert pooled["round_0"]["se"] == pytest.approx(0.025) and pooled["round_0"]["diff_per_seed"] == [0.1, -0.05]
+    from benchmarks.imagination_lift import _paired_ci
+
+    # "imagination RL >= real RL" reads real RL's lift over round 0 the other way round
+    assert _paired_ci({"ci95": [-0.01, 0.03]}, negate=True) == {"ci95_paired": [-0.03, 0.01]}
+    assert _paired_ci(None) == {}
 
 
 def test_policy_sft_dataset_rounds(tmp_path):
