@@ -14,7 +14,10 @@ gating/masking off, and each ``--variant`` (round 0 again with extra overrides, 
 it128 rl.iterations=128``, given after the run overrides; reported beside the ablations; a variant
 that changes ``world_model.*`` trains its own world model and reward models). Runs are
 resumable (a re-run skips finished stages). Every seed's folder keeps its results.md, plot and
-videos.
+videos. Every phase of a seed plays the same evaluation starts, so ``lift_vs_sft`` (each phase against
+SFT), ``lift_vs_round_0`` (each co-evolution round and real RL against RL in imagination) and each
+ablation's ``lift_vs_sft`` are read episode by episode and averaged over the seeds, with 95% intervals of
+the evaluation's noise; every goal carries its comparison's as ``ci95_paired``.
 """
 
 from __future__ import annotations
