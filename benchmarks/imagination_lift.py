@@ -4,7 +4,7 @@ Usage::
 
     python -m benchmarks.imagination_lift [--quick] --out benchmarks/results/imagination_lift.json
         [--seeds 0 1 2] [--runs-dir runs/imagination_lift] [--variant NAME key=value ...]
-        [key=value ...]   # Hydra overrides of conf/run.yaml
+        [--coevolution-variant NAME key=value ...] [key=value ...]   # Hydra overrides of conf/run.yaml
 
 Per seed, ``wmrl run`` (``conf/run.yaml``; ``--quick``: ``conf/run_quick.yaml``) gives the real-simulator
 success of (a) SFT, (b) RL in imagination, (c) each co-evolution round and (d) the same RL in the
@@ -18,6 +18,9 @@ videos. Every phase of a seed plays the same evaluation starts, so ``lift_vs_sft
 SFT), ``lift_vs_round_0`` (each co-evolution round and real RL against RL in imagination) and each
 ablation's ``lift_vs_sft`` are read episode by episode and averaged over the seeds, with 95% intervals of
 the evaluation's noise; every goal carries its comparison's as ``ci95_paired``.
+``--coevolution-variant NAME key=value ...`` runs the co-evolution rounds again from each seed's own
+round 0 with those overrides (``coevolution_variants``: per-round success, and each round against SFT,
+against round 0 and against the default run's same round, episode by episode).
 """
 
 from __future__ import annotations
@@ -115,6 +118,64 @@ def run_ablation(
     pipe = Pipeline(cfg, progress=progress)
     pipe.run_all()
     return float(pipe.done("round_0")["eval"]["success"])
+
+
+def check_coevolution_variant(name: str, changes: list[str]) -> None:
+    """A co-evolution variant starts from the base run's round 0, so it may not change the models that
+    round was trained with (a one-line ConfigError)."""
+    from wmrl.errors import ConfigError
+
+    if retrained_stages(changes):
+        raise ConfigError(f"--coevolution-variant {name}: {' '.join(changes)} changes the models round 0 was "
+                          "trained with; use --variant for those")
+
+
+def run_coevolution_variant(
+    config_name: str, base: Path, name: str, seed: int, overrides: list[str], progress: bool, changes: list[str]
+) -> dict[str, Any]:
+    """The co-evolution rounds again with ``changes``, from the base run's own round 0 (its RL-in-imagination
+    policy, copied) and its data, world model, reward models and SFT policy (linked), in
+    ``base/coevolution_<name>``. Returns that run's results.json content plus ``vs_default``: each round's
+    real success minus the base run's same round, episode by episode."""
+    from imagination.pipeline import Pipeline, load_run_config
+    from imagination.report import paired_lifts
+
+    check_coevolution_variant(name, changes)
+    d = base / f"coevolution_{name}"
+    link_shared_stages(base, d)
+    if not (d / "round_0").exists():
+        shutil.copytree(base / "round_0", d / "round_0")
+    shutil.copyfile(base / "stages" / "round_0.json", d / "stages" / "round_0.json")
+    cfg = load_run_config(
+        [*overrides, *changes, f"run_dir={d}", f"seed={seed}", "real_rl_baseline=false", "videos=0"], config_name
+    )
+    Pipeline(cfg, progress=progress).run_all()
+    res = json.loads((d / "results.json").read_text())
+    rounds = len(res["coevolution_success_by_round"])
+
+    def ev(folder: Path, r: int) -> dict[str, Any]:
+        return json.loads((folder / "stages" / f"round_{r}.json").read_text())["eval"]
+
+    res["vs_default"] = {
+        k: v
+        for r in range(1, rounds + 1)
+        if (base / "stages" / f"round_{r}.json").exists()
+        for k, v in paired_lifts(ev(base, r), {f"round_{r}": ev(d, r)}).items()
+    }
+    return res
+
+
+def summarize_coevolution_variant(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Means over seeds of a co-evolution variant's rounds and of its paired lifts (over SFT, over its
+    round 0, over the default rounds)."""
+    seeds = sorted(per_seed)
+    by_round = np.array([per_seed[s]["coevolution_success_by_round"] for s in seeds], dtype=float)
+    return {
+        "coevolution_success_by_round": by_round.mean(0).tolist(),
+        "per_seed": {str(s): per_seed[s]["coevolution_success_by_round"] for s in seeds},
+        **{k: mean_paired_lifts([per_seed[s].get(k, {}) for s in seeds])
+           for k in ("lift_vs_sft", "lift_vs_round_0", "vs_default")},
+    }
 
 
 def _mean(xs: list[float]) -> float:
@@ -237,6 +298,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME [key=value ...]",
         help="an extra round-0 re-run per seed with these overrides (repeatable), e.g. it128 rl.iterations=128",
     )
+    p.add_argument(
+        "--coevolution-variant",
+        nargs="+",
+        action="append",
+        metavar="NAME [key=value ...]",
+        help="the co-evolution rounds again per seed, from the same round 0, with these overrides (repeatable), "
+        "e.g. noft coevolution.wm_finetune_steps=0 coevolution.success_finetune_steps=0",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config")
     a = p.parse_args(argv)
@@ -247,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = Path(a.runs_dir or ("runs/imagination_lift_quick" if a.quick else "runs/imagination_lift"))
     t0 = time.perf_counter()
     variants = parse_variants(a.variant, taken=tuple(ABLATIONS))
+    coevo_variants = parse_variants(a.coevolution_variant, flag="--coevolution-variant")
+    for name, changes in coevo_variants.items():
+        check_coevolution_variant(name, changes)  # before any work
+    coevo: dict[str, dict[int, dict[str, Any]]] = {k: {} for k in coevo_variants}
     per_seed, abl = {}, {k: {} for k in ABLATIONS} if not a.no_ablations else {}
     abl.update({k: {} for k in variants})
     for s in seeds:
@@ -256,9 +329,14 @@ def main(argv: list[str] | None = None) -> int:
             abl[name][s] = run_ablation(
                 config_name, base, name, s, a.overrides, not a.no_progress, variants.get(name)
             )
+        for name, changes in coevo_variants.items():
+            coevo[name][s] = run_coevolution_variant(config_name, base, name, s, a.overrides, not a.no_progress,
+                                                     changes)
     res = summarize(per_seed, abl)
     for name in abl:
         res["ablations"][name]["lift_vs_sft"] = ablation_lift(runs, seeds, name)
+    if coevo:
+        res["coevolution_variants"] = {k: summarize_coevolution_variant(v) for k, v in coevo.items()}
     # compute time of every stage of every run (resumed stages count their original time), and of
     # this invocation (small when everything was resumed)
     abl_times = [
@@ -268,7 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         for sd in seeds
         for n in abl
     ]
-    res["wall_time_s"] = float(sum(per_seed[sd]["wall_time_s"] for sd in seeds) + sum(abl_times))
+    coevo_times = [  # the variants' own rounds (their shared stages are the base runs')
+        json.loads(f.read_text())["stage_time_s"]
+        for sd in seeds
+        for n in coevo
+        for f in (runs / f"seed_{sd}" / f"coevolution_{n}" / "stages").glob("round_*.json")
+        if f.stem != "round_0"
+    ]
+    res["wall_time_s"] = float(sum(per_seed[sd]["wall_time_s"] for sd in seeds) + sum(abl_times) + sum(coevo_times))
     res["invocation_time_s"] = time.perf_counter() - t0
     res["run_wall_time_s_by_seed"] = {str(s): per_seed[s]["wall_time_s"] for s in seeds}
     res["config"] = {
@@ -276,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         "overrides": a.overrides,
         "runs_dir": str(runs),
         "variants": variants,
+        "coevolution_variants": coevo_variants,
     }
     res["quick"] = a.quick
     res["machine"] = environment_info()

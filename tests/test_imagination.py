@@ -617,6 +617,35 @@ def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):
     assert not np.array_equal(obs["image"].astype(np.int16), outs[0])
 
 
+def test_imagination_lift_coevolution_variant_reruns_the_rounds_from_the_same_round_0(tmp_path):
+    """A co-evolution variant shares the seed's round-0 policy and models, runs the rounds again with its
+    overrides, and is read round by round against the default; one that changes the world model is a
+    one-line error before any work."""
+    from benchmarks.imagination_lift import main
+    from wmrl.errors import ConfigError
+
+    tiny = ["suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=8",
+            "world_model_train.videos=0", "rewards.idm_steps=8", "rewards.success_steps=8", "sft.steps=10",
+            "rl.iterations=1", "eval.episodes_per_task=2", "eval.num_envs=2", "videos=0"]
+    runs, out = tmp_path / "runs", tmp_path / "lift.json"
+    with pytest.raises(ConfigError, match="--coevolution-variant wm: world_model_train.steps=4 changes the models"):
+        main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--out", str(out),
+              "--coevolution-variant", "wm", "world_model_train.steps=4"])  # variants come last
+    assert not runs.exists()
+    assert main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--no-ablations", "--out", str(out),
+                 "--coevolution-variant", "noft", "coevolution.wm_finetune_steps=0",
+                 "coevolution.success_finetune_steps=0"]) == 0
+    base, var = runs / "seed_0", runs / "seed_0" / "coevolution_noft"
+    assert (var / "round_0" / "policy" / "model.safetensors").read_bytes() == (
+        base / "round_0" / "policy" / "model.safetensors").read_bytes()
+    assert (var / "data").is_symlink() and (var / "round_1" / "policy").is_dir()
+    res = json.loads(out.read_text())["coevolution_variants"]["noft"]
+    assert len(res["coevolution_success_by_round"]) == 1 and set(res["vs_default"]) == {"round_1"}
+    assert res["vs_default"]["round_1"]["diff_per_seed"] == [pytest.approx(
+        json.loads((var / "stages" / "round_1.json").read_text())["eval"]["success"]
+        - json.loads((base / "stages" / "round_1.json").read_text())["eval"]["success"])]
+
+
 def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     """benchmarks.real_rl: an unfinished run folder and a malformed --variant are clear errors;
     the summary's lift is RL minus SFT per seed, averaged."""
