@@ -183,9 +183,9 @@ def _mean(xs: list[float]) -> float:
 
 
 def mean_paired_lifts(per_seed: list[dict[str, dict[str, Any]]], z: float = 1.959964) -> dict[str, dict[str, Any]]:
-    """Each phase's paired lift over SFT (a run's ``lift_vs_sft``), averaged over the seeds that have it
-    for every seed: ``diff`` (mean), ``se`` (the evaluation's standard error of that mean,
-    sqrt(sum se^2) / k; the seeds' own spread is in ``diff_per_seed``), ``ci95``."""
+    """Each phase's paired lift (one dict per seed, e.g. the runs' ``lift_vs_sft`` or ``lift_vs_round_0``),
+    averaged over the seeds, for the phases every seed has: ``diff`` (mean), ``se`` (the evaluation's
+    standard error of that mean, sqrt(sum se^2) / k; the seeds' own spread is in ``diff_per_seed``), ``ci95``."""
     phases = set.intersection(*(set(d) for d in per_seed)) if per_seed else set()
     out = {}
     for name in sorted(phases):

@@ -8,8 +8,9 @@ Usage::
 
 Episodes of each task run in batches of ``--num-envs`` sub-envs; each episode's sub-env is reset
 with its own seed, ``seed + 1000 * task_index + episode``, so two runs with the same seed see the same
-initial layouts whatever their batch size (the scripted experts' action noise still follows the batch). A chunk policy re-plans every K steps (open-loop within a chunk). Videos of the
-first episodes of every task are written next to the JSON (``<out stem>_videos/<task>.mp4``).
+initial layouts whatever their batch size (the scripted experts' action noise still follows the
+batch). A chunk policy re-plans every K steps (open-loop within a chunk). Videos of the first
+episodes of every task are written next to the JSON (``<out stem>_videos/<task>.mp4``).
 """
 
 from __future__ import annotations

@@ -92,15 +92,28 @@ def _run_lifts(d: dict) -> str:
     keys += [k for k in lifts if k == "real_rl"]
     if not keys:
         return "not kept"
-    return " / ".join(f"{lifts[k]['diff']:+.3f} [{lifts[k]['ci95'][0]:+.3f}, {lifts[k]['ci95'][1]:+.3f}]" for k in keys)
+    return " / ".join(_paired(lifts[k]) for k in keys)
 
 
 def _ablation(d: dict, name: str) -> str:
     """``0.428 (+0.010 [-0.02, +0.04])``: an imagination_lift.json ablation's success and paired lift over SFT."""
     a = d["ablations"][name]
     lift = a.get("lift_vs_sft")
-    extra = "" if not lift else f" ({lift['diff']:+.3f} [{lift['ci95'][0]:+.3f}, {lift['ci95'][1]:+.3f}])"
-    return _fmt(a["imagination_rl_success"]) + extra
+    return _fmt(a["imagination_rl_success"]) + ("" if not lift else f" ({_paired(lift)})")
+
+
+def _paired(x: dict | None) -> str:
+    """``+0.012 [-0.020, +0.040]`` of a mean paired lift, or ``not run``."""
+    return "not run" if not x else f"{x['diff']:+.3f} [{x['ci95'][0]:+.3f}, {x['ci95'][1]:+.3f}]"
+
+
+def _coevolution_variant(d: dict, name: str) -> str:
+    """``rounds 1 / 2 vs the default's: +0.021 [...] / +0.017 [...]`` of an imagination_lift.json
+    co-evolution variant, or ``not run``."""
+    v = (d.get("coevolution_variants") or {}).get(name)
+    if not v:
+        return "not run"
+    return " / ".join(_paired(v["vs_default"].get(k)) for k in sorted(v["vs_default"]))
 
 
 def _smrl(d: dict, extra: str = "") -> str:
@@ -269,6 +282,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _ablation(d, "kir_off"), ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT)",
      lambda d: _ablation(d, "gating_off"), ""),
+    ("imagination_lift_coevolution.json", "co-evolution rounds 1 / 2 again from the same round 0, each against the "
+     "default's same round (paired): no model fine-tuning (noft)", lambda d: _coevolution_variant(d, "noft"), ""),
+    ("imagination_lift_coevolution.json", "same: world model fine-tuned only (wmft) / success model only (smft)",
+     lambda d: f"{_coevolution_variant(d, 'wmft')}; {_coevolution_variant(d, 'smft')}", ""),
+    ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
+     "imagination (paired vs SFT)", lambda d: _ablation(d, "it48"), ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL",
      lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",

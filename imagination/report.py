@@ -105,7 +105,8 @@ def results_table(res: dict[str, Any]) -> str:
         "|---|---:|---:|---:|",
     ]
     lines += [
-        f"| {name} | {s:.3f} {interval(ci.get(key))} | {lift(key)} | {int(steps)} |" for name, key, s, steps in rows
+        f"| {name} | {f'{s:.3f} {interval(ci.get(key))}'.rstrip()} | {lift(key)} | {int(steps)} |"
+        for name, key, s, steps in rows
     ]
     lines += [
         "",

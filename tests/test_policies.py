@@ -428,8 +428,8 @@ def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     table = results_table(res)
     assert "| SFT (behaviour cloning) | 0.500 [0.200, 0.800] |  | 0 |" in table
     lo, hi = lifts["round_0"]["ci95"]
-    assert f"| RL in imagination (round 0) | 0.750  | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 |" in table
-    assert "| co-evolution round 1 | 0.400  |  | 96 |" in table
+    assert f"| RL in imagination (round 0) | 0.750 | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 |" in table
+    assert "| co-evolution round 1 | 0.400 |  | 96 |" in table
     from benchmarks.imagination_lift import mean_paired_lifts
 
     seeds = [{"round_0": {"diff": 0.1, "se": 0.03}, "real_rl": {"diff": 0.0, "se": 0.02}},
