@@ -318,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = parse_variants(a.variant, taken=tuple(ABLATIONS))
     coevo_variants = parse_variants(a.coevolution_variant, flag="--coevolution-variant")
     for name, changes in coevo_variants.items():
-        check_coevolution_variant(name, changes)  # before any work
+        check_coevolution_variant(name, changes)
+    from imagination.pipeline import load_run_config
+
+    for changes in [[], *variants.values(), *coevo_variants.values()]:  # a bad key or value: an error before any work
+        load_run_config([*a.overrides, *changes], config_name)
     coevo: dict[str, dict[int, dict[str, Any]]] = {k: {} for k in coevo_variants}
     per_seed, abl = {}, {k: {} for k in ABLATIONS} if not a.no_ablations else {}
     abl.update({k: {} for k in variants})

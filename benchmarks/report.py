@@ -286,6 +286,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "default's same round (paired): no model fine-tuning (noft)", lambda d: _coevolution_variant(d, "noft"), ""),
     ("imagination_lift_coevolution.json", "same: world model fine-tuned only (wmft) / success model only (smft)",
      lambda d: f"{_coevolution_variant(d, 'wmft')}; {_coevolution_variant(d, 'smft')}", ""),
+    ("imagination_lift_coevolution.json", "same: rollouts not up-weighted (failure_weight 1, fw1) / success model "
+     "refit without the world model's replays of them (nolabels)",
+     lambda d: f"{_coevolution_variant(d, 'fw1')}; {_coevolution_variant(d, 'nolabels')}", ""),
     ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
      "imagination (paired vs SFT)", lambda d: _ablation(d, "it48"), ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "

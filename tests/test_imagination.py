@@ -631,6 +631,9 @@ def test_imagination_lift_coevolution_variant_reruns_the_rounds_from_the_same_ro
     with pytest.raises(ConfigError, match="--coevolution-variant wm: world_model_train.steps=4 changes the models"):
         main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--out", str(out),
               "--coevolution-variant", "wm", "world_model_train.steps=4"])  # variants come last
+    with pytest.raises(ConfigError, match="bad config override.*coevolution.no_such_key"):
+        main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--out", str(out),
+              "--coevolution-variant", "typo", "coevolution.no_such_key=1"])
     assert not runs.exists()
     assert main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--no-ablations", "--out", str(out),
                  "--coevolution-variant", "noft", "coevolution.wm_finetune_steps=0",
