@@ -120,6 +120,11 @@ def run_ablation(
     return float(pipe.done("round_0")["eval"]["success"])
 
 
+def stage(folder: Path, name: str) -> dict[str, Any]:
+    """A run folder's marker of finished stage ``name`` (``stages/<name>.json``)."""
+    return json.loads((folder / "stages" / f"{name}.json").read_text())
+
+
 def check_coevolution_variant(name: str, changes: list[str]) -> None:
     """A co-evolution variant starts from the base run's round 0, so it may not change the models that
     round was trained with (a one-line ConfigError)."""
@@ -153,14 +158,13 @@ def run_coevolution_variant(
     res = json.loads((d / "results.json").read_text())
     rounds = len(res["coevolution_success_by_round"])
 
-    def ev(folder: Path, r: int) -> dict[str, Any]:
-        return json.loads((folder / "stages" / f"round_{r}.json").read_text())["eval"]
-
     res["vs_default"] = {
         k: v
         for r in range(1, rounds + 1)
         if (base / "stages" / f"round_{r}.json").exists()
-        for k, v in paired_lifts(ev(base, r), {f"round_{r}": ev(d, r)}).items()
+        for k, v in paired_lifts(
+            stage(base, f"round_{r}")["eval"], {f"round_{r}": stage(d, f"round_{r}")["eval"]}
+        ).items()
     }
     return res
 
@@ -200,9 +204,6 @@ def ablation_lift(runs: Path, seeds: list[int], name: str) -> dict[str, Any] | N
     """An ablation's round-0 success minus its seed's SFT success, paired episode by episode and
     averaged over the seeds (:func:`mean_paired_lifts`); None when a seed's evaluations kept no episodes."""
     from imagination.report import paired_lifts
-
-    def stage(folder: Path, st: str) -> dict[str, Any]:
-        return json.loads((folder / "stages" / f"{st}.json").read_text())
 
     per_seed = [
         paired_lifts(stage(runs / f"seed_{s}", "eval_sft"),
@@ -344,9 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     # compute time of every stage of every run (resumed stages count their original time), and of
     # this invocation (small when everything was resumed)
     abl_times = [
-        json.loads((runs / f"seed_{sd}" / f"ablation_{n}" / "stages" / "round_0.json").read_text())[
-            "stage_time_s"
-        ]
+        stage(runs / f"seed_{sd}" / f"ablation_{n}", "round_0")["stage_time_s"]
         for sd in seeds
         for n in abl
     ]
