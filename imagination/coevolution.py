@@ -141,7 +141,8 @@ class CoevolutionConfig:
     wm_batch_size, wm_lr: world-model fine-tuning batch and learning rate.
     imagined_success_labels: also fine-tune the success model on the world model's open-loop
         replays of the new real rollouts (imagined frames, labelled with the real outcome), so it
-        learns to read imagined frames, where its false successes come from.
+        learns to read imagined frames, where its false successes come from. Off by default: on
+        3 seeds x 600 paired episodes it cost 0.023 [0.005, 0.042] of real success in round 1.
     deterministic_rollouts: record the real rollouts with the policy's mean action (what the
         evaluation runs) instead of sampling it; sampled rollouts of the built-in SFT policy
         succeed 4-29% of the time where its mean action scores 29-47%, so their failures are
@@ -155,7 +156,7 @@ class CoevolutionConfig:
     success_finetune_steps: int = 150
     wm_batch_size: int = 16
     wm_lr: float = 1e-4
-    imagined_success_labels: bool = True
+    imagined_success_labels: bool = False
     deterministic_rollouts: bool = False
 
     def __post_init__(self) -> None:

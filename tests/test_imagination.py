@@ -1337,3 +1337,26 @@ def test_object_dynamics_cli_saves_and_reuses_policy_rollouts(tmp_path, capsys):
         with pytest.raises(DatasetError, match=msg):
             main([*base, "--out", str(tmp_path / "od3"), "--extra-rollouts", str(bad)])
     assert not (tmp_path / "od3").exists()
+
+
+@pytest.mark.parametrize("replay_labels", [False, True])
+def test_coevolve_models_grows_data_and_refits_on_replays_only_when_asked(wm, data, replay_labels):
+    import copy
+
+    from imagination.coevolution import CoevolutionConfig, coevolve_models
+    from rewards import SuccessModelConfig, SuccessRewardModel
+
+    assert CoevolutionConfig().imagined_success_labels is False  # the default: real frames only
+    torch.manual_seed(0)
+    sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
+    before = [p.detach().clone() for p in sm.parameters()]
+    model = copy.deepcopy(wm)
+    cfg = CoevolutionConfig(
+        wm_finetune_steps=2, success_finetune_steps=2, wm_batch_size=4, imagined_success_labels=replay_labels
+    )
+    grown, stats = coevolve_models(model, sm, data, data, cfg, seed=0)
+    assert grown.num_episodes == 2 * data.num_episodes == stats["dataset_episodes"]
+    assert stats["new_failures"] == (~np.asarray(data.episode_success)).sum()
+    assert np.isfinite(stats["wm_finetune_loss"])
+    assert ("imagined_replay_episodes" in stats) is replay_labels
+    assert any(not torch.equal(a, b) for a, b in zip(before, sm.parameters()))  # the success model moved
