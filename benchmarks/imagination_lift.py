@@ -200,14 +200,18 @@ def mean_paired_lifts(per_seed: list[dict[str, dict[str, Any]]], z: float = 1.95
     return out
 
 
-def ablation_lift(runs: Path, seeds: list[int], name: str) -> dict[str, Any] | None:
-    """An ablation's round-0 success minus its seed's SFT success, paired episode by episode and
-    averaged over the seeds (:func:`mean_paired_lifts`); None when a seed's evaluations kept no episodes."""
+def ablation_lift(runs: Path, seeds: list[int], name: str, reference: str = "eval_sft") -> dict[str, Any] | None:
+    """An ablation's round-0 success minus its seed's ``reference`` stage (``eval_sft``: SFT; ``round_0``:
+    the full method's RL in imagination), paired episode by episode and averaged over the seeds
+    (:func:`mean_paired_lifts`); None when a seed's evaluations kept no episodes."""
     from imagination.report import paired_lifts
 
+    def ref_eval(s: int) -> dict[str, Any]:
+        st = stage(runs / f"seed_{s}", reference)
+        return st if reference == "eval_sft" else st["eval"]
+
     per_seed = [
-        paired_lifts(stage(runs / f"seed_{s}", "eval_sft"),
-                     {"round_0": stage(runs / f"seed_{s}" / f"ablation_{name}", "round_0")["eval"]})
+        paired_lifts(ref_eval(s), {"round_0": stage(runs / f"seed_{s}" / f"ablation_{name}", "round_0")["eval"]})
         for s in seeds
     ]
     return mean_paired_lifts(per_seed).get("round_0")
@@ -340,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     res = summarize(per_seed, abl)
     for name in abl:
         res["ablations"][name]["lift_vs_sft"] = ablation_lift(runs, seeds, name)
+        res["ablations"][name]["lift_vs_round_0"] = ablation_lift(runs, seeds, name, reference="round_0")
     if coevo:
         res["coevolution_variants"] = {k: summarize_coevolution_variant(v) for k, v in coevo.items()}
     # compute time of every stage of every run (resumed stages count their original time), and of

@@ -96,10 +96,11 @@ def _run_lifts(d: dict) -> str:
 
 
 def _ablation(d: dict, name: str) -> str:
-    """``0.428 (+0.010 [-0.02, +0.04])``: an imagination_lift.json ablation's success and paired lift over SFT."""
+    """``0.428 (+0.010 [-0.02, +0.04]; -0.005 [...])``: an imagination_lift.json ablation's success, its paired
+    lift over SFT and, where measured, over the full method's round 0."""
     a = d["ablations"][name]
-    lift = a.get("lift_vs_sft")
-    return _fmt(a["imagination_rl_success"]) + ("" if not lift else f" ({_paired(lift)})")
+    lifts = [_paired(a[k]) for k in ("lift_vs_sft", "lift_vs_round_0") if a.get(k)]
+    return _fmt(a["imagination_rl_success"]) + (f" ({'; '.join(lifts)})" if lifts else "")
 
 
 def _paired(x: dict | None) -> str:
@@ -278,19 +279,25 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
     ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread (s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
-    ("imagination_lift.json", "ablation: KIR off (start at t=0), after RL in imagination (paired vs SFT)",
+    ("imagination_lift.json", "ablation: KIR off (start at t=0), after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "kir_off"), ""),
-    ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT)",
+    ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "gating_off"), ""),
+    ("imagination_lift_coevolution.json", "the same runs with the previous default coevolution.imagined_success_labels"
+     "=true: co-evolution success by round (rounds 1 / 2 vs round 0, paired)",
+     lambda d: f"{_fmt(d['coevolution_success_by_round'])} "
+               f"({' / '.join(_paired(d['lift_vs_round_0'].get(k)) for k in ('round_1', 'round_2'))})", ""),
+    ("imagination_lift_coevolution.json", "same runs: ablation KIR off / gating off, after RL in imagination (paired vs "
+     "SFT; vs the full method's round 0)", lambda d: f"{_ablation(d, 'kir_off')} / {_ablation(d, 'gating_off')}", ""),
     ("imagination_lift_coevolution.json", "co-evolution rounds 1 / 2 again from the same round 0, each against the "
-     "default's same round (paired): no model fine-tuning (noft)", lambda d: _coevolution_variant(d, "noft"), ""),
+     "labels=true run's same round (paired): no model fine-tuning (noft)", lambda d: _coevolution_variant(d, "noft"), ""),
     ("imagination_lift_coevolution.json", "same: world model fine-tuned only (wmft) / success model only (smft)",
      lambda d: f"{_coevolution_variant(d, 'wmft')}; {_coevolution_variant(d, 'smft')}", ""),
     ("imagination_lift_coevolution.json", "same: rollouts not up-weighted (failure_weight 1, fw1) / success model "
      "refit without the world model's replays of them (nolabels)",
      lambda d: f"{_coevolution_variant(d, 'fw1')}; {_coevolution_variant(d, 'nolabels')}", ""),
     ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
-     "imagination (paired vs SFT)", lambda d: _ablation(d, "it48"), ""),
+     "imagination (paired vs SFT; vs the 16-iteration round 0)", lambda d: _ablation(d, "it48"), ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL",
      lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",

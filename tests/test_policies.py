@@ -444,6 +444,24 @@ def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     assert _paired_ci(None) == {}
 
 
+def test_imagination_lift_reads_each_ablation_against_sft_and_the_full_methods_round_0(tmp_path):
+    from benchmarks.imagination_lift import ablation_lift
+
+    def marker(folder, name, body):
+        (folder / "stages").mkdir(parents=True, exist_ok=True)
+        (folder / "stages" / f"{name}.json").write_text(json.dumps(body))
+
+    for s, (sft, full, abl) in enumerate([("0011", "0111", "0001"), ("1100", "1100", "1000")]):
+        seed = tmp_path / f"seed_{s}"
+        marker(seed, "eval_sft", {"outcomes": {"t": sft}})  # the SFT stage's marker is its evaluation
+        marker(seed, "round_0", {"eval": {"outcomes": {"t": full}}})
+        marker(seed / "ablation_x", "round_0", {"eval": {"outcomes": {"t": abl}}})
+    vs_sft = ablation_lift(tmp_path, [0, 1], "x")
+    vs_full = ablation_lift(tmp_path, [0, 1], "x", reference="round_0")
+    assert vs_sft["diff_per_seed"] == [-0.25, -0.25] and vs_sft["diff"] == pytest.approx(-0.25)
+    assert vs_full["diff_per_seed"] == [-0.5, -0.25] and vs_full["diff"] == pytest.approx(-0.375)
+
+
 def test_policy_sft_dataset_rounds(tmp_path):
     """The SFT benchmark's dataset is built in fixed collection rounds; a dataset that is not a
     prefix of those rounds is refused with a one-line error, and the first N demos per task are picked."""
