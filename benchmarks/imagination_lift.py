@@ -16,7 +16,7 @@ that changes ``world_model.*`` trains its own world model and reward models). Ru
 resumable (a re-run skips finished stages). Every seed's folder keeps its results.md, plot and
 videos. Every phase of a seed plays the same evaluation starts, so ``lift_vs_sft`` (each phase against
 SFT), ``lift_vs_round_0`` (each co-evolution round and real RL against RL in imagination) and each
-ablation's ``lift_vs_sft`` are read episode by episode and averaged over the seeds, with 95% intervals of
+ablation's ``lift_vs_sft`` and ``lift_vs_round_0`` (against the full method) are read episode by episode and averaged over the seeds, with 95% intervals of
 the evaluation's noise; every goal carries its comparison's as ``ci95_paired``.
 ``--coevolution-variant NAME key=value ...`` runs the co-evolution rounds again from each seed's own
 round 0 with those overrides (``coevolution_variants``: per-round success, and each round against SFT,
