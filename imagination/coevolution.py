@@ -143,6 +143,9 @@ class CoevolutionConfig:
         replays of the new real rollouts (imagined frames, labelled with the real outcome), so it
         learns to read imagined frames, where its false successes come from. Off by default: on
         3 seeds x 600 paired episodes it cost 0.023 [0.005, 0.042] of real success in round 1.
+    replay_outcomes: which replays join that refit: ``"all"``, or ``"failures"`` only (hard negatives:
+        imagined frames of episodes that really failed, labelled failures; a replay of a real success
+        often shows none, and labelling it a success teaches the model to call such frames successes).
     deterministic_rollouts: record the real rollouts with the policy's mean action (what the
         evaluation runs) instead of sampling it; sampled rollouts of the built-in SFT policy
         succeed 4-29% of the time where its mean action scores 29-47%, so their failures are
@@ -157,6 +160,7 @@ class CoevolutionConfig:
     wm_batch_size: int = 16
     wm_lr: float = 1e-4
     imagined_success_labels: bool = False
+    replay_outcomes: str = "all"
     deterministic_rollouts: bool = False
 
     def __post_init__(self) -> None:
@@ -164,6 +168,8 @@ class CoevolutionConfig:
             raise ConfigError(
                 f"rounds={self.rounds} must be >= 0 and episodes_per_round={self.episodes_per_round} >= 1"
             )
+        if self.replay_outcomes not in ("all", "failures"):
+            raise ConfigError(f"replay_outcomes={self.replay_outcomes!r}; expected 'all' or 'failures'")
         if self.failure_weight <= 0:
             raise ConfigError(f"failure_weight={self.failure_weight} must be > 0")
         if self.wm_finetune_steps < 0 or self.success_finetune_steps < 0:
@@ -207,6 +213,9 @@ def coevolve_models(
         data = grown
         if cfg.imagined_success_labels:
             replays = imagined_replays(world_model, new)
+            if replays is not None and cfg.replay_outcomes == "failures":
+                failed = np.flatnonzero(~np.asarray(replays.episode_success, bool))
+                replays = replays.select_episodes(failed) if failed.size else None
             if replays is not None:
                 data = Trajectories.concat([grown, replays])
                 stats["imagined_replay_episodes"] = float(replays.num_episodes)

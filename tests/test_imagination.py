@@ -1339,24 +1339,37 @@ def test_object_dynamics_cli_saves_and_reuses_policy_rollouts(tmp_path, capsys):
     assert not (tmp_path / "od3").exists()
 
 
-@pytest.mark.parametrize("replay_labels", [False, True])
-def test_coevolve_models_grows_data_and_refits_on_replays_only_when_asked(wm, data, replay_labels):
+@pytest.mark.parametrize("replays", ["none", "all", "failures"])
+def test_coevolve_models_grows_data_and_refits_on_replays_only_when_asked(wm, data, replays):
     import copy
 
-    from imagination.coevolution import CoevolutionConfig, coevolve_models
+    from imagination.coevolution import CoevolutionConfig, coevolve_models, imagined_replays
     from rewards import SuccessModelConfig, SuccessRewardModel
 
     assert CoevolutionConfig().imagined_success_labels is False  # the default: real frames only
+    with pytest.raises(ConfigError, match="replay_outcomes='successes'; expected 'all' or 'failures'"):
+        CoevolutionConfig(replay_outcomes="successes")
     torch.manual_seed(0)
     sm = SuccessRewardModel(SuccessModelConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32)).eval()
     before = [p.detach().clone() for p in sm.parameters()]
     model = copy.deepcopy(wm)
     cfg = CoevolutionConfig(
-        wm_finetune_steps=2, success_finetune_steps=2, wm_batch_size=4, imagined_success_labels=replay_labels
+        wm_finetune_steps=2,
+        success_finetune_steps=2,
+        wm_batch_size=4,
+        imagined_success_labels=replays != "none",
+        replay_outcomes="failures" if replays == "failures" else "all",
     )
     grown, stats = coevolve_models(model, sm, data, data, cfg, seed=0)
     assert grown.num_episodes == 2 * data.num_episodes == stats["dataset_episodes"]
     assert stats["new_failures"] == (~np.asarray(data.episode_success)).sum()
     assert np.isfinite(stats["wm_finetune_loss"])
-    assert ("imagined_replay_episodes" in stats) is replay_labels
     assert any(not torch.equal(a, b) for a, b in zip(before, sm.parameters()))  # the success model moved
+    if replays == "none":
+        assert "imagined_replay_episodes" not in stats
+        return
+    rep = imagined_replays(model, data)  # the refit world model's replays, as the refit used them
+    n_fail = int((~np.asarray(rep.episode_success, bool)).sum())
+    assert 0 < n_fail < rep.num_episodes  # the fixture has both outcomes
+    expect = rep.num_episodes if replays == "all" else n_fail
+    assert stats["imagined_replay_episodes"] == expect
