@@ -291,6 +291,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _ablation(d, "kir_off"), ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "gating_off"), ""),
+    ("imagination_lift.json", "co-evolution rounds 1 / 2 again from the same round 0, the success model also refit on "
+     "the world model's replays, against the default's same round (paired): all replays (replayall, the old default) / "
+     "failed rollouts' replays only (replayfail, coevolution.replay_outcomes=failures)",
+     lambda d: f"{_coevolution_variant(d, 'replayall')}; {_coevolution_variant(d, 'replayfail')}", ""),
     ("imagination_lift_coevolution.json", "the same runs with the previous default coevolution.imagined_success_labels"
      "=true: co-evolution success by round (rounds 1 / 2 vs round 0, paired)",
      lambda d: f"{_fmt(d['coevolution_success_by_round'])} "
