@@ -125,6 +125,13 @@ def stage(folder: Path, name: str) -> dict[str, Any]:
     return json.loads((folder / "stages" / f"{name}.json").read_text())
 
 
+def stage_eval(folder: Path, name: str) -> dict[str, Any]:
+    """The real-simulator evaluation a finished stage recorded: a round's ``eval`` block, or the whole
+    marker of ``eval_sft`` (which is that evaluation)."""
+    st = stage(folder, name)
+    return st.get("eval", st)
+
+
 def check_coevolution_variant(name: str, changes: list[str]) -> None:
     """A co-evolution variant starts from the base run's round 0, so it may not change the models that
     round was trained with (a one-line ConfigError)."""
@@ -156,16 +163,11 @@ def run_coevolution_variant(
     )
     Pipeline(cfg, progress=progress).run_all()
     res = json.loads((d / "results.json").read_text())
-    rounds = len(res["coevolution_success_by_round"])
-
-    res["vs_default"] = {
-        k: v
-        for r in range(1, rounds + 1)
-        if (base / "stages" / f"round_{r}.json").exists()
-        for k, v in paired_lifts(
-            stage(base, f"round_{r}")["eval"], {f"round_{r}": stage(d, f"round_{r}")["eval"]}
-        ).items()
-    }
+    res["vs_default"] = {}
+    for r in range(1, len(res["coevolution_success_by_round"]) + 1):
+        if (base / "stages" / f"round_{r}.json").exists():
+            name_r = f"round_{r}"
+            res["vs_default"].update(paired_lifts(stage_eval(base, name_r), {name_r: stage_eval(d, name_r)}))
     return res
 
 
@@ -206,12 +208,9 @@ def ablation_lift(runs: Path, seeds: list[int], name: str, reference: str = "eva
     (:func:`mean_paired_lifts`); None when a seed's evaluations kept no episodes."""
     from imagination.report import paired_lifts
 
-    def ref_eval(s: int) -> dict[str, Any]:
-        st = stage(runs / f"seed_{s}", reference)
-        return st if reference == "eval_sft" else st["eval"]
-
     per_seed = [
-        paired_lifts(ref_eval(s), {"round_0": stage(runs / f"seed_{s}" / f"ablation_{name}", "round_0")["eval"]})
+        paired_lifts(stage_eval(runs / f"seed_{s}", reference),
+                     {"round_0": stage_eval(runs / f"seed_{s}" / f"ablation_{name}", "round_0")})
         for s in seeds
     ]
     return mean_paired_lifts(per_seed).get("round_0")
