@@ -240,6 +240,22 @@ def _finetuned(d: dict) -> str:
     return _ranking_block(d, "finetuned", detail)
 
 
+RESOLVED_READINGS = ("plain", "calibrated", "persistence", "expected_max_p", "expected_persisted", "finetuned",
+                     "real_retest")
+
+
+def _resolved(d: dict) -> str:
+    """A ranking JSON's ``resolved_pairs``: how many policy pairs the real simulator tells apart, and
+    the share of them each reading of ``RESOLVED_READINGS`` orders the same way ("-" where the run
+    has no such reading), e.g. "50 of 66: 0.79 / 0.80 / ... / 1.00"."""
+    b = d.get("resolved_pairs")
+    if not b:
+        return "not run"
+    acc = b["accuracy"]
+    vals = " / ".join(_fmt(acc[k]["accuracy"]) if k in acc else "-" for k in RESOLVED_READINGS)
+    return f"{b['num_pairs']} of {b['of_pairs']}: {vals}"
+
+
 # (file, label, path-or-fn, goal)
 ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "built-in suite, 16 envs, 64x64 render: env-steps/s", "steps_per_s.batched_16", ">= 1,000"),
@@ -514,6 +530,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_fmt(d.get('spearman'))} {[round(v, 2) for v in d.get('spearman_ci95') or []]} / "
      f"{_get(d, 'refuted.all')} of {_get(d, 'refuted.all_imagined_successes')} / {_fmt(_get(d, 'noise_ceiling.spearman'))}",
      ">= 0.9"),
+    ("wm_policy_ranking.json", "policy pairs whose real success differs beyond the noise (start by start, 95%), "
+     "and the share of them each reading orders as the simulator does: at 0.5 / calibrated / persistence / "
+     "expected (max p) / expected (persisted) / fine-tuned / real retest", _resolved, ""),
+    ("wm_policy_ranking_render.json", "same pairs reading, render run", _resolved, ""),
+    ("wm_policy_ranking_s32.json", "same pairs reading, runs/s32/lift/seed_0", _resolved, ""),
+    ("wm_policy_ranking_state.json", "same pairs reading, state-rule run (no fine-tuned reading)", _resolved, ""),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),

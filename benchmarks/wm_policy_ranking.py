@@ -5,6 +5,7 @@ Usage::
     python -m benchmarks.wm_policy_ranking [--quick] --out benchmarks/results/wm_policy_ranking.json
         [--run-dir RUN] [--episodes-per-task N] [--calibration-episodes-per-task N]
         [--finetune-steps N] [key=value ...]   # the run's Hydra overrides
+    python -m benchmarks.wm_policy_ranking --rescore --out FILE.json   # new readings of a finished result
 
 Uses a finished ``wmrl run`` folder (its world model, success / executability reward models and
 policies; the run is made, or resumed, first). Every policy runs from the *same* real starts in
@@ -44,8 +45,12 @@ equals the real one), and ``noise_ceiling``: every policy runs again in the real
 from as many other starts (seed + 700000), and the rank statistics of that retest against the
 ranking's real success say how well the real simulator agrees with itself (policies closer than
 the sampling noise get reordered by any second evaluation; a world model cannot beat that).
+``resolved_pairs``: the policy pairs whose real success differs beyond the noise (start by start,
+95%), and the share of them each reading orders as the simulator does: a trust figure that near-tied
+policies do not cap, as they cap Spearman (:func:`resolved_pairs_block`).
 The per-episode pairs (``PAIR_FIELDS`` of every policy and of the SFT calibration episodes) are
-saved beside the JSON as ``OUT.pairs.npz`` (keys ``policy/field``).
+saved beside the JSON as ``OUT.pairs.npz`` (keys ``policy/field``); ``--rescore`` adds
+``resolved_pairs`` to a finished result from them, without running an episode.
 """
 
 from __future__ import annotations
@@ -190,6 +195,89 @@ def noise_ceiling(real: np.ndarray, retest: np.ndarray) -> dict[str, Any]:
     evaluation reorders them."""
     return {**rank_stats(retest, real), "retest_success": [float(x) for x in retest]}
 
+def resolved_pairs(real_eps: dict[str, np.ndarray], z: float = 1.959964) -> list[tuple[str, str]]:
+    """Policy pairs the real simulator tells apart, as ``(better, worse)``.
+
+    Every policy plays the same starts (episode k of each from one start), so a pair's real
+    outcomes are compared start by start (:func:`benchmarks._stats.paired_outcome_difference`),
+    and the pair counts when that difference's normal interval (``z``: 95%) is clear of 0. Policies
+    closer than that are reordered by any second real evaluation; how a world model orders them
+    says nothing about the world model. ``real_eps``: policy -> bool (E,) real outcomes, E the same
+    for all."""
+    from benchmarks._stats import paired_outcome_difference
+
+    names = list(real_eps)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            d = paired_outcome_difference({"all": real_eps[a].astype(int)}, {"all": real_eps[b].astype(int)}, z=z)
+            lo, hi = d["ci95"]
+            if lo > 0:
+                out.append((a, b))
+            elif hi < 0:
+                out.append((b, a))
+    return out
+
+
+def pair_order_accuracy(rates: dict[str, float], pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """How many of ``pairs`` (``(better, worse)`` in the real simulator) a reading's per-policy success
+    ``rates`` order the same way: ``accuracy`` = (agreeing + ties / 2) / pairs, None without pairs."""
+    agree = sum(rates[a] > rates[b] for a, b in pairs)
+    ties = sum(rates[a] == rates[b] for a, b in pairs)
+    return {"accuracy": (agree + ties / 2) / len(pairs) if pairs else None,
+            "agree": int(agree), "ties": int(ties), "pairs": len(pairs)}
+
+
+def resolved_pairs_block(res: dict[str, Any], real_eps: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The ``resolved_pairs`` block of a ranking result ``res``: the policy pairs the real simulator
+    tells apart (:func:`resolved_pairs` on ``real_eps``, policy -> bool (E,)) and, for every reading
+    ``res`` holds (the plain one, gated, calibrated, persistence, each expected-success score, the
+    fine-tuned success model and the real retest), the share of those pairs it orders as the
+    simulator does (:func:`pair_order_accuracy`). Unlike Spearman over all policies, this is not
+    capped by policies that even the simulator cannot tell apart."""
+    rows = res["policies"]
+    readings: dict[str, dict[str, float]] = {
+        "plain": {n: r["imagined_success"] for n, r in rows.items()},
+        "gated": {n: r["imagined_success_gated"] for n, r in rows.items()},
+    }
+    for key in ("calibrated", "persistence", "finetuned"):
+        if "imagined_success" in (res.get(key) or {}):
+            readings[key] = res[key]["imagined_success"]
+    for tag, block in (res.get("expected") or {}).items():
+        if "imagined_success" in block:
+            readings[f"expected_{tag}"] = block["imagined_success"]
+    if all("real_success_retest" in r for r in rows.values()):
+        readings["real_retest"] = {n: r["real_success_retest"] for n, r in rows.items()}
+    pairs = resolved_pairs({n: real_eps[n] for n in rows})
+    return {
+        "num_pairs": len(pairs),
+        "of_pairs": len(rows) * (len(rows) - 1) // 2,
+        "pairs": [list(p) for p in pairs],
+        "accuracy": {k: pair_order_accuracy(v, pairs) for k, v in readings.items()},
+    }
+
+
+def rescore(out: Path) -> dict[str, Any]:
+    """Add the readings that need no new episodes (``resolved_pairs``) to a finished result ``out``
+    from its per-episode pairs (``out.pairs.npz``), and write it back (atomically)."""
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    npz = out.with_suffix(".pairs.npz")
+    for f in (out, npz):
+        if not f.exists():
+            raise WmrlError(f"--rescore: {f} does not exist; expected a finished wm_policy_ranking result and its pairs")
+    res = json.loads(out.read_text())
+    with np.load(npz) as z:
+        missing = [n for n in res["policies"] if f"{n}/real" not in z.files]
+        if missing:
+            raise WmrlError(f"--rescore: {npz} lacks the real outcomes of policies {missing}")
+        real_eps = {n: z[f"{n}/real"] for n in res["policies"]}
+    res["resolved_pairs"] = resolved_pairs_block(res, real_eps)
+    atomic_write_json(out, res)
+    return res
+
+
 PAIR_FIELDS = ("real", "imagined", "imagined_max_p", "imagined_p_trace", "gate_ok")  # saved per episode
 SWEEP_THRESHOLDS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98)
 
@@ -289,8 +377,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--seed", type=int, default=4242)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--rescore", action="store_true",
+                   help="only add the readings that need no new episodes to the finished --out (from its .pairs.npz)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config (as given to the run)")
     a = p.parse_args(argv)
+    if a.rescore:
+        res = rescore(Path(a.out))
+        print(json.dumps({k: res["resolved_pairs"][k] for k in ("num_pairs", "of_pairs")}))
+        return 0
     import envs
     from benchmarks.imagination_lift import environment_info
     from imagination.calibration import (
@@ -482,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         "met_expected": {tag: bool((r.get("spearman") or 0) >= 0.9) for tag, r in expected_rows.items()},
         "real_retest_spearman": res["noise_ceiling"]["spearman"],
     }
+    res["resolved_pairs"] = resolved_pairs_block(res, {n: pr["real"] for n, pr in pairs.items()})
     atomic_write_json(a.out, res)
     # The per-episode pairs beside the JSON, so further readings can be computed without a re-run.
     arrays = {f"{name}/{k}": np.asarray(v) for name, pr in {"calibration_sft": cal_pairs, **pairs}.items()

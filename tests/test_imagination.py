@@ -828,6 +828,42 @@ def test_spearman_bootstrap_interval_and_noise_ceiling():
     assert ceil["spearman"] == pytest.approx(0.5) and ceil["retest_success"] == [0.1, 0.5, 0.4]
 
 
+def test_resolved_pairs_count_only_policies_the_real_simulator_tells_apart(tmp_path):
+    import json
+
+    from benchmarks.wm_policy_ranking import pair_order_accuracy, rescore, resolved_pairs
+
+    e = 60
+    real = {"strong": np.arange(e) % 10 < 9, "weak": np.arange(e) % 10 < 1}
+    real["twin"] = real["strong"].copy()  # differs from "strong" on 12 starts, 6 each way
+    real["twin"][:6] = False
+    real["twin"][9::10] = True
+    pairs = resolved_pairs(real)
+    assert sorted(pairs) == [("strong", "weak"), ("twin", "weak")]  # the near-twins are not a pair
+    assert pair_order_accuracy({"strong": 0.9, "twin": 0.2, "weak": 0.1}, pairs)["accuracy"] == 1.0
+    flipped = pair_order_accuracy({"strong": 0.1, "twin": 0.1, "weak": 0.1}, pairs)
+    assert flipped == {"accuracy": 0.5, "agree": 0, "ties": 2, "pairs": 2}  # ties count half
+    assert pair_order_accuracy({"strong": 0.0, "twin": 0.0, "weak": 1.0}, pairs)["accuracy"] == 0.0
+    assert pair_order_accuracy({}, [])["accuracy"] is None
+    # --rescore adds the block to a finished result from its per-episode pairs, keeping the rest
+    rows = {n: {"imagined_success": float(v.mean()), "imagined_success_gated": 0.0, "real_success_retest": float(v.mean())}
+            for n, v in real.items()}
+    out = tmp_path / "rank.json"
+    out.write_text(json.dumps({"policies": rows, "spearman": 0.5, "calibrated": {"error": "x"},
+                               "expected": {"max_p": {"imagined_success": {"strong": 0.3, "twin": 0.3, "weak": 0.4}}}}))
+    np.savez_compressed(tmp_path / "rank.pairs.npz", **{f"{n}/real": v for n, v in real.items()})
+    block = rescore(out)["resolved_pairs"]
+    saved = json.loads(out.read_text())
+    assert saved["spearman"] == 0.5 and saved["resolved_pairs"] == block
+    assert (block["num_pairs"], block["of_pairs"]) == (2, 3)
+    assert set(block["accuracy"]) == {"plain", "gated", "expected_max_p", "real_retest"}
+    assert block["accuracy"]["plain"]["accuracy"] == 1.0 and block["accuracy"]["gated"]["accuracy"] == 0.5
+    assert block["accuracy"]["expected_max_p"]["accuracy"] == 0.0
+    (tmp_path / "rank.pairs.npz").unlink()
+    with pytest.raises(WmrlError, match="rank.pairs.npz does not exist"):
+        rescore(out)
+
+
 def test_persisted_max_needs_the_probability_held_for_consecutive_frames():
     from imagination.calibration import persisted_max
 
