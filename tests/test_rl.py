@@ -913,3 +913,22 @@ def test_augment_shift_adds_a_consistency_pass_on_shifted_frames(algo):
         make(augment_shift=-1)
     with pytest.raises(ConfigError, match=r"augment_coef=0.0; expected a number > 0"):
         make(augment_shift=4, augment_coef=0.0)
+
+
+def test_min_kept_groups_skips_updates_on_too_few_kept_groups():
+    """rl.min_kept_groups=k: an iteration with fewer than k kept groups (mixed outcomes among its valid
+    members) leaves the policy exactly as it was and logs update_skipped; with k=1 the same
+    iterations update it. Every iteration logs how many groups were kept."""
+    hists, params = {}, {}
+    for k in (1, 9):  # 8 groups of 8 on 64 sub-envs: 9 can never be reached
+        policy = TinyGaussianPolicy(seed=1)
+        before = [p.detach().clone() for p in policy.parameters()]
+        cfg = GRPOConfig(iterations=3, group_size=8, max_chunks=6, minibatch_size=128, lr=3e-3, min_kept_groups=k)
+        hists[k] = train_grpo(ReachEnv(64), policy, cfg, progress=False)
+        params[k] = all(torch.equal(p, b) for p, b in zip(policy.parameters(), before))
+    kept = [h["kept_groups"] for h in hists[1]]
+    assert all(1 <= g <= 8 for g in kept) and kept[0] == hists[9][0]["kept_groups"]  # the same first batch
+    assert not params[1] and all("update_skipped" not in h and "loss" in h for h in hists[1])
+    assert params[9] and all(h["update_skipped"] == 1.0 and "loss" not in h for h in hists[9])
+    with pytest.raises(ConfigError, match=r"min_kept_groups=0 must be an integer >= 1"):
+        GRPOConfig(min_kept_groups=0)
