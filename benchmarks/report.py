@@ -536,6 +536,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("wm_policy_ranking_render.json", "same pairs reading, render run", _resolved, ""),
     ("wm_policy_ranking_s32.json", "same pairs reading, runs/s32/lift/seed_0", _resolved, ""),
     ("wm_policy_ranking_state.json", "same pairs reading, state-rule run (no fine-tuned reading)", _resolved, ""),
+    ("wm_policy_ranking_s32_ep48.json", "same run (runs/s32/lift/seed_0), 48 episodes per task (288 per policy): "
+     "Spearman at 0.5 / calibrated / persistence / expected (max p) / expected (persisted) / fine-tuned / real retest",
+     lambda d: _ranking_readings(d, "expected.max_p", "expected.persisted"), ">= 0.9"),
+    ("wm_policy_ranking_s32_ep48.json", "same pairs reading, 48 episodes per task", _resolved, ""),
+    ("wm_policy_ranking_s33.json", "same benchmark on a fresh seed-3 main job (runs/s33/seed_3): Spearman at 0.5 / "
+     "calibrated / persistence / expected (max p) / expected (persisted) / fine-tuned / real retest",
+     lambda d: _ranking_readings(d, "expected.max_p", "expected.persisted"), ">= 0.9"),
+    ("wm_policy_ranking_s33.json", "same pairs reading, runs/s33/seed_3 (expected (persisted) named beforehand, "
+     ">= 0.90 predicted)", _resolved, ""),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),
