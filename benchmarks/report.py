@@ -326,6 +326,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_coevolution_variant(d, 'fw1')}; {_coevolution_variant(d, 'nolabels')}", ""),
     ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
      "imagination (paired vs SFT; vs the 16-iteration round 0)", lambda d: _ablation(d, "it48"), ""),
+    ("imagination_lift_minkept.json", "4 seeds, current defaults: the s32 runs (seeds 0-2) and a fresh seed-3 main job "
+     "(runs/s33/seed_3): SFT / RL in imagination / co-evolution rounds / real RL, same budget; rounds 1 / 2 vs round 0 "
+     "(paired)",
+     lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",
+                                               "real_rl_same_budget_success"))
+     + f"; {' / '.join(_paired(d['lift_vs_round_0'].get(k)) for k in ('round_1', 'round_2'))}", "last round >= round 0 + 0.05"),
+    ("imagination_lift_minkept.json", "same runs, GRPO updating only when >= 4 groups are kept (rl.min_kept_groups=4; "
+     "no iteration of any round kept more than 3, so no update): round 0 (paired vs SFT; vs the default round 0); "
+     "rounds 1 / 2 again from the default round 0, against the default's same round",
+     lambda d: f"{_ablation(d, 'minkept4')}; {_coevolution_variant(d, 'minkept4')}", ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL",
      lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",

@@ -80,7 +80,7 @@ class GRPOConfig:
         min_kept_groups: an iteration updates the policy only when at least this many groups are
             kept (``update_skipped`` is logged otherwise). An Adam step on a handful of trajectories
             is as large as one on a full batch, and a fresh optimiser's first steps are the largest:
-            in co-evolution rounds where gating and dynamic sampling left 2-8 of 64 imagined
+            in co-evolution rounds where gating and dynamic sampling left 2-13 of 64 imagined
             trajectories, a round's first update moved the policy by an approximate KL of 0.1-0.5 per
             chunk (real GRPO's first update on a full batch: 0.06-0.11; its median over 100
             iterations: 0.004). 1: update on any kept group (the behaviour before this option).
