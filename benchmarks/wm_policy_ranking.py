@@ -195,6 +195,7 @@ def noise_ceiling(real: np.ndarray, retest: np.ndarray) -> dict[str, Any]:
     evaluation reorders them."""
     return {**rank_stats(retest, real), "retest_success": [float(x) for x in retest]}
 
+
 def resolved_pairs(real_eps: dict[str, np.ndarray], z: float = 1.959964) -> list[tuple[str, str]]:
     """Policy pairs the real simulator tells apart, as ``(better, worse)``.
 
@@ -267,12 +268,19 @@ def rescore(out: Path) -> dict[str, Any]:
     for f in (out, npz):
         if not f.exists():
             raise WmrlError(f"--rescore: {f} does not exist; expected a finished wm_policy_ranking result and its pairs")
-    res = json.loads(out.read_text())
-    with np.load(npz) as z:
-        missing = [n for n in res["policies"] if f"{n}/real" not in z.files]
-        if missing:
-            raise WmrlError(f"--rescore: {npz} lacks the real outcomes of policies {missing}")
-        real_eps = {n: z[f"{n}/real"] for n in res["policies"]}
+    try:
+        res = json.loads(out.read_text())
+        policies = list(res["policies"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise WmrlError(f"--rescore: {out} is not a wm_policy_ranking result ({e!r})") from e
+    try:
+        with np.load(npz) as z:
+            missing = [n for n in policies if f"{n}/real" not in z.files]
+            real_eps = {n: z[f"{n}/real"] for n in policies if n not in missing}
+    except (OSError, ValueError) as e:
+        raise WmrlError(f"--rescore: {npz} is not a readable .npz of per-episode pairs ({e})") from e
+    if missing:
+        raise WmrlError(f"--rescore: {npz} lacks the real outcomes of policies {missing}")
     res["resolved_pairs"] = resolved_pairs_block(res, real_eps)
     atomic_write_json(out, res)
     return res

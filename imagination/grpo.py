@@ -339,7 +339,7 @@ def train_grpo(
         }
         if prefix0 is not None:
             m["real_prefix_steps"] = real_prefix_steps(env) - prefix0
-        if kept_groups >= cfg.min_kept_groups and keep.any():
+        if kept_groups >= cfg.min_kept_groups:  # >= 1 kept group
             m.update(grpo_update(policy, opt, batch, adv, keep, cfg, gen))
         else:
             m["update_skipped"] = 1.0

@@ -859,9 +859,17 @@ def test_resolved_pairs_count_only_policies_the_real_simulator_tells_apart(tmp_p
     assert set(block["accuracy"]) == {"plain", "gated", "expected_max_p", "real_retest"}
     assert block["accuracy"]["plain"]["accuracy"] == 1.0 and block["accuracy"]["gated"]["accuracy"] == 0.5
     assert block["accuracy"]["expected_max_p"]["accuracy"] == 0.0
+    (tmp_path / "rank.pairs.npz").write_bytes(b"not a zip")
+    with pytest.raises(WmrlError, match="rank.pairs.npz is not a readable .npz"):
+        rescore(out)
     (tmp_path / "rank.pairs.npz").unlink()
     with pytest.raises(WmrlError, match="rank.pairs.npz does not exist"):
         rescore(out)
+    out.write_text("{not json")
+    np.savez_compressed(tmp_path / "rank.pairs.npz", **{f"{n}/real": v for n, v in real.items()})
+    with pytest.raises(WmrlError, match="rank.json is not a wm_policy_ranking result"):
+        rescore(out)
+    assert out.read_text() == "{not json"  # nothing written over a bad input
 
 
 def test_persisted_max_needs_the_probability_held_for_consecutive_frames():
