@@ -784,6 +784,7 @@ class Pipeline:
         policy.save_pretrained(out / "policy")
         summary["imagined_steps"] = float(env.imagined_steps)
         summary["rl_iterations"] = len(hist)
+        summary["policy_updates"] = policy_updates(hist)
         summary["imagined_success_last"] = (
             float(hist[-1].get("success_rate", hist[-1].get("episode_success", 0.0))) if hist else 0.0
         )
@@ -847,6 +848,7 @@ class Pipeline:
         prefix = float(sum(h.get("real_prefix_steps", 0.0) for h in hist))
         summary["real_env_steps"] = steps if world is None else prefix
         summary["rl_iterations"] = len(hist)
+        summary["policy_updates"] = policy_updates(hist)
         if world is not None:
             summary["world_env_steps"] = steps
             # this invocation's calls only (a resumed run's earlier ones are not in them)
@@ -1006,6 +1008,13 @@ def _real_clips(traj: Any, length: int, count: int, seed: int) -> tuple[np.ndarr
     s = rng.choice(starts, size=min(count, len(starts)), replace=False)
     idx = s[:, None] + np.arange(length)[None]
     return traj.images[idx], traj.actions[idx[:, :-1]]
+
+
+def policy_updates(history: list[dict[str, float]]) -> int:
+    """How many of an RL run's iterations updated the policy: GRPO skips the update when dynamic
+    sampling and gating keep too few groups (``rl.min_kept_groups``), and logs a loss only when it
+    updates; PPO updates every iteration."""
+    return int(sum(1 for h in history if "loss" in h or "pg_loss" in h))
 
 
 def _concat_weighted(dataset: Any, new: Any, cc: Any) -> Any:

@@ -27,6 +27,8 @@ def collect_results(pipe: Any) -> dict[str, Any]:
         "real_env_steps_by_round": [r["real_env_steps"] for r in rs],
         "imagined_steps_by_round": [r["imagined_steps"] for r in rs],
         "gated_frac_by_round": [r.get("gated_frac", 0.0) for r in rs],
+        "rl_updates_by_round": [r.get("policy_updates") for r in rs],  # None: a run made before they were counted
+        "rl_iterations_by_round": [r.get("rl_iterations") for r in rs],
         "per_task": {
             "sft": sft["per_task"],
             **{f"round_{i}": r["eval"]["per_task"] for i, r in enumerate(rs)},
@@ -36,6 +38,7 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     if real is not None:
         out["real_rl_same_budget_success"] = real["eval"]["success"]
         out["real_rl_env_steps"] = real["real_env_steps"]
+        out["real_rl_updates"] = [real.get("policy_updates"), real.get("rl_iterations")]
         out["ci95"]["real_rl"] = real["eval"].get("ci95")
     evals = {f"round_{i}": r["eval"] for i, r in enumerate(rs)} | ({"real_rl": real["eval"]} if real else {})
     out["lift_vs_sft"] = paired_lifts(sft, evals)
@@ -76,12 +79,16 @@ def _stage_time(p: Path, key: str = "stage_time_s") -> float | None:
 def results_table(res: dict[str, Any]) -> str:
     """Markdown table of real-simulator success per phase, with its 95% interval and, where the
     episodes were kept, its paired difference from SFT on the same starts."""
+    n_rounds = len(res["coevolution_success_by_round"]) + 1
+    upd = list(zip(res.get("rl_updates_by_round") or [None] * n_rounds,
+                   res.get("rl_iterations_by_round") or [None] * n_rounds))
     rows = [
-        ("SFT (behaviour cloning)", "sft", res["sft_success"], 0.0),
-        ("RL in imagination (round 0)", "round_0", res["imagination_rl_success"], res["real_env_steps_by_round"][0]),
+        ("SFT (behaviour cloning)", "sft", res["sft_success"], 0.0, (None, None)),
+        ("RL in imagination (round 0)", "round_0", res["imagination_rl_success"], res["real_env_steps_by_round"][0],
+         upd[0]),
     ]
     for i, s in enumerate(res["coevolution_success_by_round"], start=1):
-        rows.append((f"co-evolution round {i}", f"round_{i}", s, res["real_env_steps_by_round"][i]))
+        rows.append((f"co-evolution round {i}", f"round_{i}", s, res["real_env_steps_by_round"][i], upd[i]))
     if "real_rl_same_budget_success" in res:
         rows.append(
             (
@@ -89,6 +96,7 @@ def results_table(res: dict[str, Any]) -> str:
                 "real_rl",
                 res["real_rl_same_budget_success"],
                 res["real_rl_env_steps"],
+                tuple(res.get("real_rl_updates") or (None, None)),
             )
         )
     ci, lifts = res.get("ci95", {}), res.get("lift_vs_sft", {})
@@ -100,18 +108,24 @@ def results_table(res: dict[str, Any]) -> str:
         d = lifts.get(key)
         return "" if d is None else f"{d['diff']:+.3f} {interval(d['ci95'], signed=True)}"
 
+    def updates(u: tuple[Any, Any]) -> str:
+        return "" if u[0] is None or u[1] is None else f"{int(u[0])} / {int(u[1])}"
+
     lines = [
-        "| phase | real-sim success [95% CI] | vs SFT, paired by episode [95% CI] | real env steps (RL data) |",
-        "|---|---:|---:|---:|",
+        "| phase | real-sim success [95% CI] | vs SFT, paired by episode [95% CI] | real env steps (RL data) "
+        "| RL updates / iterations |",
+        "|---|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {name} | {f'{s:.3f} {interval(ci.get(key))}'.rstrip()} | {lift(key)} | {int(steps)} |"
-        for name, key, s, steps in rows
+        f"| {name} | {f'{s:.3f} {interval(ci.get(key))}'.rstrip()} | {lift(key)} | {int(steps)} | {updates(u)} |"
+        for name, key, s, steps, u in rows
     ]
     lines += [
         "",
         "Every phase is evaluated on the same real starts, so a difference from SFT is read episode by episode; "
-        "a paired interval that holds 0 is no measured change.",
+        "a paired interval that holds 0 is no measured change. An RL iteration updates the policy only when "
+        "some group of trajectories has mixed outcomes (GRPO's dynamic sampling; `rl.min_kept_groups`): "
+        "a phase with few updates is close to the policy it started from.",
         "",
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
         f"Wall time of all stages: {res['wall_time_s']:.0f} s"

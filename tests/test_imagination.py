@@ -400,6 +400,9 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
     assert (rd / "plots" / "success_per_round.png").stat().st_size > 0
     assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
     assert "| SFT" in (rd / "results.md").read_text()
+    # how many RL iterations updated the policy, per round and for real RL (GRPO logs a loss when it does)
+    assert len(res["rl_updates_by_round"]) == 2 and all(0 <= u <= 1 for u in res["rl_updates_by_round"])
+    assert res["rl_iterations_by_round"] == [1, 1] and res["real_rl_updates"][0] <= res["real_rl_updates"][1]
     # every phase played the same evaluation starts: its lift over SFT is read episode by episode
     assert set(res["lift_vs_sft"]) == {"round_0", "round_1", "real_rl"}
     assert res["lift_vs_sft"]["round_0"]["diff"] == pytest.approx(res["imagination_rl_success"] - res["sft_success"])

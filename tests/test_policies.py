@@ -424,12 +424,15 @@ def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     assert list(lifts) == ["round_0"] and lifts["round_0"]["diff"] == 0.25
     res = {"sft_success": 0.5, "imagination_rl_success": 0.75, "coevolution_success_by_round": [0.4],
            "real_env_steps_by_round": [0.0, 96.0], "real_env_steps_used": 96.0, "wall_time_s": 1.0,
-           "ci95": {"sft": [0.2, 0.8]}, "lift_vs_sft": lifts}
+           "ci95": {"sft": [0.2, 0.8]}, "lift_vs_sft": lifts, "rl_updates_by_round": [3, None],
+           "rl_iterations_by_round": [16, 16]}
     table = results_table(res)
-    assert "| SFT (behaviour cloning) | 0.500 [0.200, 0.800] |  | 0 |" in table
+    assert "| SFT (behaviour cloning) | 0.500 [0.200, 0.800] |  | 0 |  |" in table
     lo, hi = lifts["round_0"]["ci95"]
-    assert f"| RL in imagination (round 0) | 0.750 | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 |" in table
-    assert "| co-evolution round 1 | 0.400 |  | 96 |" in table
+    assert f"| RL in imagination (round 0) | 0.750 | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 | 3 / 16 |" in table
+    assert "| co-evolution round 1 | 0.400 |  | 96 |  |" in table  # a round made before updates were counted
+    del res["rl_updates_by_round"]  # a whole run made before: the column stays empty
+    assert "| co-evolution round 1 | 0.400 |  | 96 |  |" in results_table(res)
     from benchmarks.imagination_lift import mean_paired_lifts
 
     seeds = [{"round_0": {"diff": 0.1, "se": 0.03}, "real_rl": {"diff": 0.0, "se": 0.02}},
