@@ -555,6 +555,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _ranking_readings(d, "expected.max_p", "expected.persisted"), ">= 0.9"),
     ("wm_policy_ranking_s33.json", "same pairs reading, runs/s33/seed_3 (expected (persisted) named beforehand, "
      ">= 0.90 predicted)", _resolved, ""),
+    ("wm_policy_ranking_s33_ep48.json", "same run (runs/s33/seed_3), 48 episodes per task: Spearman at 0.5 / "
+     "calibrated / persistence / expected (max p) / expected (persisted) / fine-tuned / real retest",
+     lambda d: _ranking_readings(d, "expected.max_p", "expected.persisted"), ">= 0.9"),
+    ("wm_policy_ranking_s33_ep48.json", "same pairs reading, runs/s33/seed_3, 48 episodes per task", _resolved, ""),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),
