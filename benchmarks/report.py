@@ -117,6 +117,18 @@ def _coevolution_variant(d: dict, name: str) -> str:
     return " / ".join(_paired(v["vs_default"].get(k)) for k in sorted(v["vs_default"]))
 
 
+def _phase_successes(d: dict) -> str:
+    """``0.406 / 0.419 / [0.433, 0.406] / 0.431``: an imagination_lift JSON's SFT, RL in imagination,
+    co-evolution rounds and real-RL success."""
+    return " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",
+                                            "real_rl_same_budget_success"))
+
+
+def _rounds_vs_round_0(d: dict) -> str:
+    """``-0.012 [...] / -0.025 [...]``: co-evolution rounds 1 and 2 against round 0, paired."""
+    return " / ".join(_paired(d["lift_vs_round_0"].get(k)) for k in ("round_1", "round_2"))
+
+
 def _smrl(d: dict, extra: str = "") -> str:
     """``SFT -> after`` of a state_model_rl.json; ``extra``: ``real`` appends `` / `` real GRPO at the same
     iterations, ``steps`` appends ``; `` the real env steps used per seed."""
@@ -313,8 +325,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_coevolution_variant(d, 'replayall')}; {_coevolution_variant(d, 'replayfail')}", ""),
     ("imagination_lift_coevolution.json", "the same runs with the previous default coevolution.imagined_success_labels"
      "=true: co-evolution success by round (rounds 1 / 2 vs round 0, paired)",
-     lambda d: f"{_fmt(d['coevolution_success_by_round'])} "
-               f"({' / '.join(_paired(d['lift_vs_round_0'].get(k)) for k in ('round_1', 'round_2'))})", ""),
+     lambda d: f"{_fmt(d['coevolution_success_by_round'])} ({_rounds_vs_round_0(d)})", ""),
     ("imagination_lift_coevolution.json", "same runs: ablation KIR off / gating off, after RL in imagination (paired vs "
      "SFT; vs the full method's round 0)", lambda d: f"{_ablation(d, 'kir_off')} / {_ablation(d, 'gating_off')}", ""),
     ("imagination_lift_coevolution.json", "co-evolution rounds 1 / 2 again from the same round 0, each against the "
@@ -329,17 +340,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift_minkept.json", "4 seeds, current defaults: the s32 runs (seeds 0-2) and a fresh seed-3 main job "
      "(runs/s33/seed_3): SFT / RL in imagination / co-evolution rounds / real RL, same budget; rounds 1 / 2 vs round 0 "
      "(paired)",
-     lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",
-                                               "real_rl_same_budget_success"))
-     + f"; {' / '.join(_paired(d['lift_vs_round_0'].get(k)) for k in ('round_1', 'round_2'))}", "last round >= round 0 + 0.05"),
+     lambda d: f"{_phase_successes(d)}; {_rounds_vs_round_0(d)}", "last round >= round 0 + 0.05"),
     ("imagination_lift_minkept.json", "same runs, GRPO updating only when >= 4 groups are kept (rl.min_kept_groups=4; "
      "no iteration of any round kept more than 3, so no update): round 0 (paired vs SFT; vs the default round 0); "
      "rounds 1 / 2 again from the default round 0, against the default's same round",
      lambda d: f"{_ablation(d, 'minkept4')}; {_coevolution_variant(d, 'minkept4')}", ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
-     "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL",
-     lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "coevolution_success_by_round",
-                                               "real_rl_same_budget_success")), ""),
+     "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes, ""),
     ("real_rl.json", "GRPO in the real sim from SFT, 380k real steps/seed: SFT -> after (seeds lifted)",
      lambda d: _variant(d, "default"), ""),
     ("real_rl.json", "same, previous settings (SFT-fitted std 0.3, 64-sample minibatches)",
