@@ -29,6 +29,7 @@ from imagination.rollout_buffer import (
     match_policy_to_env_dims,
 )
 from imagination.trainer_utils import (
+    backtrack_to_kl,
     budget_exhausted,
     check_augment,
     check_freeze,
@@ -44,6 +45,7 @@ from imagination.trainer_utils import (
     set_exploration_std,
     shift_consistency,
     trainable_parameters,
+    update_kl,
 )
 from kernels.advantages import compute_group_advantages
 from wmrl.errors import ConfigError
@@ -110,6 +112,14 @@ class GRPOConfig:
             the shifted ones joins the loss (``trainer_utils.shift_consistency``; DrAC), so what RL
             changes is tied to what the frames show, not to their exact pixels; 0: off.
         augment_coef: weight of that consistency KL (nats per chunk).
+        max_kl: > 0: a trust region on every update. After an iteration's Adam steps the KL from the
+            behaviour policy to the updated one is measured on the trained chunks (k3, nats per
+            chunk); above ``max_kl`` the parameter step is halved until it is within it (TRPO's
+            backtracking line search, applied to the finished update; ``update_kl``,
+            ``update_kl_full`` and ``trust_region_scale`` are logged). A fresh Adam's first steps
+            are full-size however few trajectories were kept, so without it a handful of imagined
+            trajectories can move the policy as far as a full batch (see ``min_kept_groups``).
+            Costs one forward pass over the batch per try. 0: off.
     """
 
     iterations: int = 20
@@ -135,6 +145,7 @@ class GRPOConfig:
     freeze: list[str] = field(default_factory=list)
     augment_shift: int = 0
     augment_coef: float = 0.1
+    max_kl: float = 0.0
 
     def __post_init__(self) -> None:
         self.freeze = check_freeze(self.freeze)
@@ -170,6 +181,9 @@ class GRPOConfig:
             raise ConfigError(f"gate={self.gate!r}; expected 'mask' or 'off'")
         if self.ratio not in ("chunk", "dim"):
             raise ConfigError(f"ratio={self.ratio!r}; expected 'chunk' or 'dim'")
+        if isinstance(self.max_kl, bool) or not isinstance(self.max_kl, (int, float)) or not self.max_kl >= 0:
+            raise ConfigError(f"max_kl={self.max_kl!r}; expected a number of nats per chunk >= 0 (0: off)")
+        self.max_kl = float(self.max_kl)
 
 
 def trajectory_scores(
@@ -223,6 +237,8 @@ def grpo_update(
         "entropy": [],
         "augment_kl": [],
     }
+    params = trainable_parameters(policy)
+    start = [p.detach().clone() for p in params] if cfg.max_kl > 0 else None
     for _ in range(cfg.update_epochs):
         for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
             obs, instr, act = batch.gather(t_idx[mb], n_idx[mb])
@@ -256,7 +272,16 @@ def grpo_update(
             stats["clip_frac"].append(float(clip_frac))
             stats["approx_kl_old"].append(float((log_ratio.exp() - 1 - log_ratio).detach().mean()))
             stats["entropy"].append(float(ev.entropy.detach().mean()))
-    return {k: sum(v) / len(v) for k, v in stats.items() if v}
+    out = {k: sum(v) / len(v) for k, v in stats.items() if v}
+    if start is not None and len(t_idx):
+        full, kept, scale = backtrack_to_kl(
+            params,
+            start,
+            lambda: update_kl(policy, batch, t_idx, n_idx, old_logp, cfg.minibatch_size),
+            cfg.max_kl,
+        )
+        out.update(update_kl_full=full, update_kl=kept, trust_region_scale=scale)
+    return out
 
 
 @freezes_parameters

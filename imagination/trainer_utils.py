@@ -311,3 +311,55 @@ def clipped_surrogate(
         return pg, clipped.mean()
     m = dim_mask.to(pg.dtype).expand_as(pg)
     return (pg * m).flatten(1).sum(-1) / m.flatten(1).sum(-1), (clipped * m).sum() / m.sum()
+
+
+def update_kl(
+    policy: Any,
+    batch: RolloutBatch,
+    t_idx: torch.Tensor,
+    n_idx: torch.Tensor,
+    old_logp: torch.Tensor,
+    size: int,
+) -> float:
+    """Mean KL(behaviour policy || policy now) over the chunks ``(t_idx, n_idx)`` (M each), in nats
+    per chunk: the k3 estimate ``(r - 1) - log r`` with ``r = pi(a | o) / pi_old(a | o)`` on the
+    behaviour policy's own actions (unbiased and >= 0), ``old_logp (M,)`` their stored log-probs."""
+    total = 0.0
+    with torch.no_grad():
+        for sl in torch.arange(len(t_idx)).split(size):
+            obs, instr, act = batch.gather(t_idx[sl], n_idx[sl])
+            lr = (policy.evaluate_actions(obs, instr, act).log_prob - old_logp[sl.to(old_logp.device)])
+            lr = lr.clamp(-20.0, 20.0)
+            total += float((lr.exp() - 1.0 - lr).sum())
+    return total / max(len(t_idx), 1)
+
+
+def backtrack_to_kl(
+    params: list[nn.Parameter],
+    start: list[torch.Tensor],
+    kl_of_params: Callable[[], float],
+    max_kl: float,
+    max_halvings: int = 12,
+) -> tuple[float, float, float]:
+    """Trust region by backtracking (TRPO's line search, on the finished update): when the update
+    that took ``params`` from ``start`` moved the policy by more than ``max_kl`` (``kl_of_params()``
+    on the current values), shrink the step to ``start + s * step`` with ``s`` halved until it is
+    within ``max_kl``; after ``max_halvings`` the parameters go back to ``start`` (``s = 0``).
+
+    Returns ``(kl of the full update, kl kept, s)``; the parameters hold the kept update."""
+    full = kl = kl_of_params()
+    if kl <= max_kl:  # a NaN KL is never accepted
+        return full, kl, 1.0
+    step = [p.detach() - s0 for p, s0 in zip(params, start, strict=True)]
+    scale = 1.0
+    with torch.no_grad():
+        for _ in range(max_halvings):
+            scale *= 0.5
+            for p, s0, d in zip(params, start, step, strict=True):
+                p.copy_(s0 + scale * d)
+            kl = kl_of_params()
+            if kl <= max_kl:
+                return full, kl, scale
+        for p, s0 in zip(params, start, strict=True):
+            p.copy_(s0)
+    return full, 0.0, 0.0

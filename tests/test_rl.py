@@ -932,3 +932,47 @@ def test_min_kept_groups_skips_updates_on_too_few_kept_groups():
     assert params[9] and all(h["update_skipped"] == 1.0 and "loss" not in h for h in hists[9])
     with pytest.raises(ConfigError, match=r"min_kept_groups=0 must be an integer >= 1"):
         GRPOConfig(min_kept_groups=0)
+
+
+def test_max_kl_scales_each_update_back_into_the_trust_region():
+    """rl.max_kl: with a learning rate large enough that an update moves the policy by far more than
+    max_kl, every update is halved back until the KL from the behaviour policy, measured again on the
+    trained chunks, is within it; without it the same first update moves the policy further. A loose
+    max_kl leaves the update whole (scale 1)."""
+    from imagination.rollout_buffer import collect_first_episodes as collect
+    from imagination.trainer_utils import update_kl
+
+    def first_update(max_kl: float) -> tuple[dict, float]:
+        policy = TinyGaussianPolicy(seed=1)
+        cfg = GRPOConfig(iterations=1, group_size=8, max_chunks=6, minibatch_size=128, lr=3e-2, max_kl=max_kl)
+        behaviour = TinyGaussianPolicy(seed=1)
+        hist = train_grpo(ReachEnv(64), policy, cfg, progress=False)
+        # the KL between the behaviour policy and the trained one, measured outside the trainer
+        batch = collect(ReachEnv(64), behaviour, 6, seeds=[s for g in range(8) for s in [g] * 8])
+        t_idx, n_idx = torch.nonzero(batch.valid, as_tuple=True)
+        kl = update_kl(policy, batch, t_idx, n_idx, batch.log_probs[t_idx, n_idx], 256)
+        return hist[0], kl
+
+    free, kl_free = first_update(0.0)
+    tight, kl_tight = first_update(0.01)
+    loose, _ = first_update(1e6)
+    assert "update_kl" not in free and kl_free > 0.05
+    assert tight["update_kl_full"] > 0.05 and tight["update_kl"] <= 0.01 and 0 < tight["trust_region_scale"] < 1
+    assert kl_tight < kl_free / 3
+    assert loose["trust_region_scale"] == 1.0 and loose["update_kl"] == loose["update_kl_full"] > 0
+    with pytest.raises(ConfigError, match=r"max_kl=-0.1; expected a number of nats per chunk >= 0"):
+        GRPOConfig(max_kl=-0.1)
+
+
+def test_backtrack_to_kl_restores_the_start_when_no_step_is_small_enough():
+    """A KL that never falls within the bound (here it ignores the step: a policy whose
+    behaviour changed some other way) leaves the parameters exactly at the start, scale 0."""
+    from imagination.trainer_utils import backtrack_to_kl
+
+    p = nn.Parameter(torch.tensor([1.0, 2.0]))
+    start = [torch.zeros(2)]
+    full, kept, scale = backtrack_to_kl([p], start, lambda: 1.0, 0.1, max_halvings=3)
+    assert (full, kept, scale) == (1.0, 0.0, 0.0) and torch.equal(p.detach(), torch.zeros(2))
+    p2 = nn.Parameter(torch.tensor([4.0]))
+    full, kept, scale = backtrack_to_kl([p2], [torch.zeros(1)], lambda: float(p2.detach() ** 2), 1.0)
+    assert full == 16.0 and scale == 0.25 and kept == 1.0 and float(p2.detach()) == 1.0
