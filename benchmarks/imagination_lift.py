@@ -171,6 +171,40 @@ def run_coevolution_variant(
     return res
 
 
+def run_full_variant(
+    config_name: str, base: Path, name: str, seed: int, overrides: list[str], progress: bool, changes: list[str]
+) -> dict[str, Any]:
+    """Every phase after the SFT evaluation again with ``changes`` (RL in imagination, the co-evolution
+    rounds, real RL at the same budget), from the base run's SFT policy, data, world model and reward
+    models (linked; trained anew when the changes touch them), in ``base/full_<name>``: what a fresh run
+    with those settings as defaults gives on the same SFT policy. Returns that run's results.json
+    content plus ``vs_default``: each phase's real success minus the base run's same phase, episode by
+    episode."""
+    from imagination.pipeline import Pipeline, load_run_config
+    from imagination.report import paired_lifts
+
+    d = base / f"full_{name}"
+    link_shared_stages(base, d, retrained_stages(changes))
+    cfg = load_run_config([*overrides, *changes, f"run_dir={d}", f"seed={seed}", "videos=0"], config_name)
+    Pipeline(cfg, progress=progress).run_all()
+    res = json.loads((d / "results.json").read_text())
+    phases = [f"round_{r}" for r in range(len(res["coevolution_success_by_round"]) + 1)] + ["real_rl"]
+    res["vs_default"] = {}
+    for ph in phases:
+        if (base / "stages" / f"{ph}.json").exists() and (d / "stages" / f"{ph}.json").exists():
+            res["vs_default"].update(paired_lifts(stage_eval(base, ph), {ph: stage_eval(d, ph)}))
+    return res
+
+
+def summarize_full_variant(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """A full variant's benchmark fields and goals over its seeds (as :func:`summarize`), plus its mean
+    paired difference from the default run's same phases (``vs_default``)."""
+    out = summarize(per_seed, {})
+    del out["ablations"]
+    out["vs_default"] = mean_paired_lifts([per_seed[s].get("vs_default", {}) for s in sorted(per_seed)])
+    return out
+
+
 def summarize_coevolution_variant(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Means over seeds of a co-evolution variant's rounds and of its paired lifts (over SFT, over its
     round 0, over the default rounds)."""
@@ -310,6 +344,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the co-evolution rounds again per seed, from the same round 0, with these overrides (repeatable), "
         "e.g. noft coevolution.wm_finetune_steps=0 coevolution.success_finetune_steps=0",
     )
+    p.add_argument(
+        "--full-variant",
+        nargs="+",
+        action="append",
+        metavar="NAME [key=value ...]",
+        help="every phase after SFT again per seed (RL in imagination, co-evolution, real RL), from the same SFT "
+        "policy, with these overrides (repeatable): a fresh run with them as defaults, e.g. maxkl rl.max_kl=0.01",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config")
     a = p.parse_args(argv)
@@ -321,13 +363,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     variants = parse_variants(a.variant, taken=tuple(ABLATIONS))
     coevo_variants = parse_variants(a.coevolution_variant, flag="--coevolution-variant")
+    full_variants = parse_variants(a.full_variant, flag="--full-variant")
     for name, changes in coevo_variants.items():
         check_coevolution_variant(name, changes)
     from imagination.pipeline import load_run_config
 
-    for changes in [[], *variants.values(), *coevo_variants.values()]:  # a bad key or value: an error before any work
+    for changes in [[], *variants.values(), *coevo_variants.values(), *full_variants.values()]:  # a bad key or value: an error before any work
         load_run_config([*a.overrides, *changes], config_name)
     coevo: dict[str, dict[int, dict[str, Any]]] = {k: {} for k in coevo_variants}
+    full: dict[str, dict[int, dict[str, Any]]] = {k: {} for k in full_variants}
     per_seed, abl = {}, {k: {} for k in ABLATIONS} if not a.no_ablations else {}
     abl.update({k: {} for k in variants})
     for s in seeds:
@@ -340,12 +384,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, changes in coevo_variants.items():
             coevo[name][s] = run_coevolution_variant(config_name, base, name, s, a.overrides, not a.no_progress,
                                                      changes)
+        for name, changes in full_variants.items():
+            full[name][s] = run_full_variant(config_name, base, name, s, a.overrides, not a.no_progress, changes)
     res = summarize(per_seed, abl)
     for name in abl:
         res["ablations"][name]["lift_vs_sft"] = ablation_lift(runs, seeds, name)
         res["ablations"][name]["lift_vs_round_0"] = ablation_lift(runs, seeds, name, reference="round_0")
     if coevo:
         res["coevolution_variants"] = {k: summarize_coevolution_variant(v) for k, v in coevo.items()}
+    if full:
+        res["full_variants"] = {k: summarize_full_variant(v) for k, v in full.items()}
     # compute time of every stage of every run (resumed stages count their original time), and of
     # this invocation (small when everything was resumed)
     abl_times = [
@@ -360,7 +408,11 @@ def main(argv: list[str] | None = None) -> int:
         for f in (runs / f"seed_{sd}" / f"coevolution_{n}" / "stages").glob("round_*.json")
         if f.stem != "round_0"
     ]
-    res["wall_time_s"] = float(sum(per_seed[sd]["wall_time_s"] for sd in seeds) + sum(abl_times) + sum(coevo_times))
+    full_times = [  # the full variants' own stages (their shared ones are the base runs')
+        t or 0.0 for sd in seeds for n in full for st, t in full[n][sd]["stage_time_s"].items() if st not in SHARED_STAGES
+    ]
+    res["wall_time_s"] = float(sum(per_seed[sd]["wall_time_s"] for sd in seeds) + sum(abl_times) + sum(coevo_times)
+                               + sum(full_times))
     res["invocation_time_s"] = time.perf_counter() - t0
     res["run_wall_time_s_by_seed"] = {str(s): per_seed[s]["wall_time_s"] for s in seeds}
     res["config"] = {
@@ -369,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs_dir": str(runs),
         "variants": variants,
         "coevolution_variants": coevo_variants,
+        "full_variants": full_variants,
     }
     res["quick"] = a.quick
     res["machine"] = environment_info()

@@ -117,6 +117,14 @@ def _coevolution_variant(d: dict, name: str) -> str:
     return " / ".join(_paired(v["vs_default"].get(k)) for k in sorted(v["vs_default"]))
 
 
+def _full_vs_default(d: dict, name: str) -> str:
+    """``-0.003 [...] / ... / +0.015 [...]``: an imagination_lift JSON full variant's phases (round 0, each round,
+    real RL) against the default run's same phases, paired."""
+    v = d["full_variants"][name]["vs_default"]
+    keys = sorted((k for k in v if k.startswith("round_")), key=lambda k: int(k.split("_")[1]))
+    return " / ".join(_paired(v[k]) for k in [*keys, *(k for k in v if k == "real_rl")])
+
+
 def _phase_successes(d: dict) -> str:
     """``0.406 / 0.419 / [0.433, 0.406] / 0.431``: an imagination_lift JSON's SFT, RL in imagination,
     co-evolution rounds and real-RL success."""
@@ -337,7 +345,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_coevolution_variant(d, 'fw1')}; {_coevolution_variant(d, 'nolabels')}", ""),
     ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
      "imagination (paired vs SFT; vs the 16-iteration round 0)", lambda d: _ablation(d, "it48"), ""),
-    ("imagination_lift_minkept.json", "4 seeds, current defaults: the s32 runs (seeds 0-2) and a fresh seed-3 main job "
+    ("imagination_lift_minkept.json", "4 seeds, defaults before rl.max_kl: the s32 runs (seeds 0-2) and a fresh seed-3 main job "
      "(runs/s33/seed_3): SFT / RL in imagination / co-evolution rounds / real RL, same budget; rounds 1 / 2 vs round 0 "
      "(paired)",
      lambda d: f"{_phase_successes(d)}; {_rounds_vs_round_0(d)}", "last round >= round 0 + 0.05"),
@@ -345,6 +353,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "no iteration of any round kept more than 3, so no update): round 0 (paired vs SFT; vs the default round 0); "
      "rounds 1 / 2 again from the default round 0, against the default's same round",
      lambda d: f"{_ablation(d, 'minkept4')}; {_coevolution_variant(d, 'minkept4')}", ""),
+    ("imagination_lift_maxkl.json", "same runs, a trust region on every GRPO update (rl.max_kl=0.01, now the default: "
+     "an update's KL from the behaviour policy, 0.17 nats per chunk in imagination (median), halved back to <= 0.01): "
+     "round 0 (paired vs SFT; vs the old default round 0); rounds 1 / 2 again from the old round 0, against the old "
+     "default's same round",
+     lambda d: f"{_ablation(d, 'maxkl01')}; {_coevolution_variant(d, 'maxkl01')}", ""),
+    ("imagination_lift_maxkl.json", "same, rl.max_kl=0.05",
+     lambda d: f"{_ablation(d, 'maxkl05')}; {_coevolution_variant(d, 'maxkl05')}", ""),
+    ("imagination_lift_maxkl.json", "new default end to end (--full-variant maxkl01 rl.max_kl=0.01: every phase after "
+     "SFT again, same SFT policies): SFT / RL in imagination / co-evolution rounds / real RL, same budget; rounds 1 / 2 "
+     "vs round 0 (paired; old default -0.012 / -0.025)",
+     lambda d: f"{_phase_successes(d['full_variants']['maxkl01'])}; "
+               f"{_rounds_vs_round_0(d['full_variants']['maxkl01'])}", "last round >= round 0 + 0.05"),
+    ("imagination_lift_maxkl.json", "same, each phase against the old default's same phase (paired): round 0 / "
+     "round 1 / round 2 / real RL", lambda d: _full_vs_default(d, "maxkl01"), ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes, ""),
     ("real_rl.json", "GRPO in the real sim from SFT, 380k real steps/seed: SFT -> after (seeds lifted)",
@@ -385,6 +407,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "round 0 (the single round; paired)",
      lambda d: " / ".join(_extra_pair(d, k, "imagination_pixel_round0") for k in (
          "coevolution_round1", "coevolution_round2")), "last round >= single round + 0.05"),
+    ("policy_compare_maxkl.json", "600 held-out episodes per policy (per-episode seeds, so not the starts of "
+     "policy_compare.json), mean of 3 base seeds: SFT / real GRPO 380k, GRPO seeds 0, 1, 2, without / with the trust "
+     "region (rl.max_kl=0.01) / rl.max_kl=0.05 (seed 0)",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in (
+         "sft", "grpo_380k", "grpo_380k_rlseed1", "grpo_380k_rlseed2", "grpo_maxkl01_380k",
+         "grpo_maxkl01_380k_rlseed1", "grpo_maxkl01_380k_rlseed2", "grpo_maxkl05_380k")), ""),
+    ("policy_compare_maxkl.json", "same episodes, trust region against none, paired (GRPO seeds 0 / 1 / 2; "
+     "max_kl 0.05, seed 0)",
+     lambda d: " / ".join(_extra_pair(d, a, b) for a, b in (
+         ("grpo_maxkl01_380k", "grpo_380k"), ("grpo_maxkl01_380k_rlseed1", "grpo_380k_rlseed1"),
+         ("grpo_maxkl01_380k_rlseed2", "grpo_380k_rlseed2"), ("grpo_maxkl05_380k", "grpo_380k"))), ""),
     ("real_rl_group4.json", "same benchmark, GRPO groups of 4 (rl.group_size=4: 16 starts per iteration, not 8)",
      lambda d: _variant(d, "group4"), ""),
     ("real_rl_55k.json", "same benchmark stopped at 55.5k real steps (--budget 55500: 14 iterations, 53k steps), the "

@@ -124,8 +124,9 @@ def results_table(res: dict[str, Any]) -> str:
         "",
         "Every phase is evaluated on the same real starts, so a difference from SFT is read episode by episode; "
         "a paired interval that holds 0 is no measured change. An RL iteration updates the policy only when "
-        "some group of trajectories has mixed outcomes (GRPO's dynamic sampling; `rl.min_kept_groups`): "
-        "a phase with few updates is close to the policy it started from.",
+        "some group of trajectories has mixed outcomes (GRPO's dynamic sampling; `rl.min_kept_groups`), and each "
+        "update moves it by at most `rl.max_kl` (GRPO's trust region): a phase with few updates is close to the "
+        "policy it started from.",
         "",
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
         f"Wall time of all stages: {res['wall_time_s']:.0f} s"

@@ -620,6 +620,12 @@ def test_dims_constant_in_data_do_not_steer_the_world_model(wm, data):
     assert not np.array_equal(obs["image"].astype(np.int16), outs[0])
 
 
+# a whole main job in seconds: the imagination_lift benchmark's variant tests run it on one task
+LIFT_TINY = ["suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=8",
+             "world_model_train.videos=0", "rewards.idm_steps=8", "rewards.success_steps=8", "sft.steps=10",
+             "rl.iterations=1", "eval.episodes_per_task=2", "eval.num_envs=2", "videos=0"]
+
+
 def test_imagination_lift_coevolution_variant_reruns_the_rounds_from_the_same_round_0(tmp_path):
     """A co-evolution variant shares the seed's round-0 policy and models, runs the rounds again with its
     overrides, and is read round by round against the default; one that changes the world model is a
@@ -627,10 +633,7 @@ def test_imagination_lift_coevolution_variant_reruns_the_rounds_from_the_same_ro
     from benchmarks.imagination_lift import main
     from wmrl.errors import ConfigError
 
-    tiny = ["suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=8",
-            "world_model_train.videos=0", "rewards.idm_steps=8", "rewards.success_steps=8", "sft.steps=10",
-            "rl.iterations=1", "eval.episodes_per_task=2", "eval.num_envs=2", "videos=0"]
-    runs, out = tmp_path / "runs", tmp_path / "lift.json"
+    tiny, runs, out = LIFT_TINY, tmp_path / "runs", tmp_path / "lift.json"
     with pytest.raises(ConfigError, match="--coevolution-variant wm: world_model_train.steps=4 changes the models"):
         main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--out", str(out),
               "--coevolution-variant", "wm", "world_model_train.steps=4"])  # variants come last
@@ -650,6 +653,34 @@ def test_imagination_lift_coevolution_variant_reruns_the_rounds_from_the_same_ro
     assert res["vs_default"]["round_1"]["diff_per_seed"] == [pytest.approx(
         json.loads((var / "stages" / "round_1.json").read_text())["eval"]["success"]
         - json.loads((base / "stages" / "round_1.json").read_text())["eval"]["success"])]
+
+
+def test_imagination_lift_full_variant_reruns_every_phase_after_sft(tmp_path):
+    """A full variant shares the seed's data, models and SFT policy, runs RL in imagination, the rounds and
+    real RL again with its overrides, and reads each phase against the default run's same phase; a bad
+    key is a one-line error before any work."""
+    from benchmarks.imagination_lift import main
+    from wmrl.errors import ConfigError
+
+    tiny, runs, out = LIFT_TINY, tmp_path / "runs", tmp_path / "lift.json"
+    with pytest.raises(ConfigError, match="bad config override.*rl.no_such_key"):
+        main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--out", str(out),
+              "--full-variant", "typo", "rl.no_such_key=1"])
+    assert not runs.exists()
+    assert main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--no-ablations", "--out", str(out),
+                 "--full-variant", "maxkl", "rl.max_kl=0.001"]) == 0
+    base, var = runs / "seed_0", runs / "seed_0" / "full_maxkl"
+    assert (var / "sft").is_symlink() and (var / "round_0" / "policy").is_dir() and (var / "real_rl").is_dir()
+    res = json.loads(out.read_text())
+    full = res["full_variants"]["maxkl"]
+    assert full["sft_success"] == res["sft_success"]  # the same SFT policy and evaluation
+    assert set(full["vs_default"]) == {"round_0", "round_1", "real_rl"} and "goals" in full
+    for ph in ("round_0", "real_rl"):
+        assert full["vs_default"][ph]["diff_per_seed"] == [pytest.approx(
+            json.loads((var / "stages" / f"{ph}.json").read_text())["eval"]["success"]
+            - json.loads((base / "stages" / f"{ph}.json").read_text())["eval"]["success"])]
+    assert "max_kl: 0.001" in (var / "config.yaml").read_text()  # the variant's setting took effect
+    assert "max_kl: 0.01\n" in (base / "config.yaml").read_text()  # the default
 
 
 def test_real_rl_benchmark_inputs_and_summary(tmp_path):
