@@ -328,9 +328,9 @@ def update_kl(
     with torch.no_grad():
         for sl in torch.arange(len(t_idx)).split(size):
             obs, instr, act = batch.gather(t_idx[sl], n_idx[sl])
-            lr = (policy.evaluate_actions(obs, instr, act).log_prob - old_logp[sl.to(old_logp.device)])
-            lr = lr.clamp(-20.0, 20.0)
-            total += float((lr.exp() - 1.0 - lr).sum())
+            log_ratio = policy.evaluate_actions(obs, instr, act).log_prob - old_logp[sl.to(old_logp.device)]
+            log_ratio = log_ratio.clamp(-20.0, 20.0)
+            total += float((log_ratio.exp() - 1.0 - log_ratio).sum())
     return total / max(len(t_idx), 1)
 
 
