@@ -150,7 +150,6 @@ def run_coevolution_variant(
     ``base/coevolution_<name>``. Returns that run's results.json content plus ``vs_default``: each round's
     real success minus the base run's same round, episode by episode."""
     from imagination.pipeline import Pipeline, load_run_config
-    from imagination.report import paired_lifts
 
     check_coevolution_variant(name, changes)
     d = base / f"coevolution_{name}"
@@ -163,12 +162,20 @@ def run_coevolution_variant(
     )
     Pipeline(cfg, progress=progress).run_all()
     res = json.loads((d / "results.json").read_text())
-    res["vs_default"] = {}
-    for r in range(1, len(res["coevolution_success_by_round"]) + 1):
-        if (base / "stages" / f"round_{r}.json").exists():
-            name_r = f"round_{r}"
-            res["vs_default"].update(paired_lifts(stage_eval(base, name_r), {name_r: stage_eval(d, name_r)}))
+    res["vs_default"] = vs_default(base, d, [f"round_{r}" for r in range(1, len(res["coevolution_success_by_round"]) + 1)])
     return res
+
+
+def vs_default(base: Path, variant: Path, phases: list[str]) -> dict[str, dict[str, Any]]:
+    """Each of ``phases`` that both run folders finished: the variant's real success minus the base run's,
+    episode by episode on the same evaluation starts (:func:`imagination.report.paired_lifts`)."""
+    from imagination.report import paired_lifts
+
+    out: dict[str, dict[str, Any]] = {}
+    for ph in phases:
+        if (base / "stages" / f"{ph}.json").exists() and (variant / "stages" / f"{ph}.json").exists():
+            out.update(paired_lifts(stage_eval(base, ph), {ph: stage_eval(variant, ph)}))
+    return out
 
 
 def run_full_variant(
@@ -181,7 +188,6 @@ def run_full_variant(
     content plus ``vs_default``: each phase's real success minus the base run's same phase, episode by
     episode."""
     from imagination.pipeline import Pipeline, load_run_config
-    from imagination.report import paired_lifts
 
     d = base / f"full_{name}"
     link_shared_stages(base, d, retrained_stages(changes))
@@ -189,10 +195,7 @@ def run_full_variant(
     Pipeline(cfg, progress=progress).run_all()
     res = json.loads((d / "results.json").read_text())
     phases = [f"round_{r}" for r in range(len(res["coevolution_success_by_round"]) + 1)] + ["real_rl"]
-    res["vs_default"] = {}
-    for ph in phases:
-        if (base / "stages" / f"{ph}.json").exists() and (d / "stages" / f"{ph}.json").exists():
-            res["vs_default"].update(paired_lifts(stage_eval(base, ph), {ph: stage_eval(d, ph)}))
+    res["vs_default"] = vs_default(base, d, phases)
     return res
 
 

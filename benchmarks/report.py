@@ -84,15 +84,17 @@ def _extra_pair(d: dict, arm: str, vs: str) -> str:
     return f"{hit[0]['mean_diff']:+.3f}" if hit else "not run"
 
 
-def _run_lifts(d: dict) -> str:
-    """``+0.012 [-0.02, +0.04] / ...``: an imagination_lift.json's paired lifts over SFT (round 0, each
-    co-evolution round, real RL), or ``not kept`` for runs evaluated before episodes were kept."""
-    lifts = d.get("lift_vs_sft") or {}
+def _phase_lifts(lifts: dict) -> str:
+    """``+0.012 [-0.02, +0.04] / ...``: paired lifts keyed by phase, in phase order (round 0, each
+    co-evolution round, real RL); empty when there are none."""
     keys = sorted((k for k in lifts if k.startswith("round_")), key=lambda k: int(k.split("_")[1]))
-    keys += [k for k in lifts if k == "real_rl"]
-    if not keys:
-        return "not kept"
-    return " / ".join(_paired(lifts[k]) for k in keys)
+    return " / ".join(_paired(lifts[k]) for k in [*keys, *(k for k in lifts if k == "real_rl")])
+
+
+def _run_lifts(d: dict) -> str:
+    """An imagination_lift.json's paired lifts over SFT (:func:`_phase_lifts`), or ``not kept`` for runs
+    evaluated before episodes were kept."""
+    return _phase_lifts(d.get("lift_vs_sft") or {}) or "not kept"
 
 
 def _ablation(d: dict, name: str) -> str:
@@ -115,14 +117,6 @@ def _coevolution_variant(d: dict, name: str) -> str:
     if not v:
         return "not run"
     return " / ".join(_paired(v["vs_default"].get(k)) for k in sorted(v["vs_default"]))
-
-
-def _full_vs_default(d: dict, name: str) -> str:
-    """``-0.003 [...] / ... / +0.015 [...]``: an imagination_lift JSON full variant's phases (round 0, each round,
-    real RL) against the default run's same phases, paired."""
-    v = d["full_variants"][name]["vs_default"]
-    keys = sorted((k for k in v if k.startswith("round_")), key=lambda k: int(k.split("_")[1]))
-    return " / ".join(_paired(v[k]) for k in [*keys, *(k for k in v if k == "real_rl")])
 
 
 def _phase_successes(d: dict) -> str:
@@ -366,7 +360,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_phase_successes(d['full_variants']['maxkl01'])}; "
                f"{_rounds_vs_round_0(d['full_variants']['maxkl01'])}", "last round >= round 0 + 0.05"),
     ("imagination_lift_maxkl.json", "same, each phase against the old default's same phase (paired): round 0 / "
-     "round 1 / round 2 / real RL", lambda d: _full_vs_default(d, "maxkl01"), ""),
+     "round 1 / round 2 / real RL", lambda d: _phase_lifts(d["full_variants"]["maxkl01"]["vs_default"]), ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes, ""),
     ("real_rl.json", "GRPO in the real sim from SFT, 380k real steps/seed: SFT -> after (seeds lifted)",

@@ -265,7 +265,7 @@ def grpo_update(
             check_finite("GRPO loss", loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
             opt.step()
             stats["loss"].append(float(loss.detach()))
             stats["kl"].append(float(kl.detach()))
