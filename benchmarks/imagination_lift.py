@@ -4,7 +4,8 @@ Usage::
 
     python -m benchmarks.imagination_lift [--quick] --out benchmarks/results/imagination_lift.json
         [--seeds 0 1 2] [--runs-dir runs/imagination_lift] [--variant NAME key=value ...]
-        [--coevolution-variant NAME key=value ...] [key=value ...]   # Hydra overrides of conf/run.yaml
+        [--coevolution-variant NAME key=value ...] [--full-variant NAME key=value ...]
+        [--full-reference NAME] [key=value ...]   # Hydra overrides of conf/run.yaml
 
 Per seed, ``wmrl run`` (``conf/run.yaml``; ``--quick``: ``conf/run_quick.yaml``) gives the real-simulator
 success of (a) SFT, (b) RL in imagination, (c) each co-evolution round and (d) the same RL in the
@@ -21,6 +22,10 @@ the evaluation's noise; every goal carries its comparison's as ``ci95_paired``.
 ``--coevolution-variant NAME key=value ...`` runs the co-evolution rounds again from each seed's own
 round 0 with those overrides (``coevolution_variants``: per-round success, and each round against SFT,
 against round 0 and against the default run's same round, episode by episode).
+``--full-variant NAME key=value ...`` reruns every phase after SFT with those overrides from the same SFT
+policy (``full_variants``: each phase against the default run's same phase, ``vs_default``), and
+``--full-reference NAME`` also reads every other full variant against that one (``vs_reference``), e.g.
+against the current defaults when the base runs were made before them.
 """
 
 from __future__ import annotations
@@ -194,9 +199,20 @@ def run_full_variant(
     cfg = load_run_config([*overrides, *changes, f"run_dir={d}", f"seed={seed}", "videos=0"], config_name)
     Pipeline(cfg, progress=progress).run_all()
     res = json.loads((d / "results.json").read_text())
-    phases = [f"round_{r}" for r in range(len(res["coevolution_success_by_round"]) + 1)] + ["real_rl"]
-    res["vs_default"] = vs_default(base, d, phases)
+    res["vs_default"] = vs_default(base, d, full_phases(res))
     return res
+
+
+def full_phases(result: dict[str, Any]) -> list[str]:
+    """The phases a full variant reruns, from its results.json content: round 0, each co-evolution
+    round, real RL at the same budget."""
+    return [f"round_{r}" for r in range(len(result["coevolution_success_by_round"]) + 1)] + ["real_rl"]
+
+
+def full_vs_reference(base: Path, name: str, reference: str, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Full variant ``name``'s phases against full variant ``reference``'s same phases (both under
+    ``base``), episode by episode; ``result`` is ``name``'s results.json content."""
+    return vs_default(base / f"full_{reference}", base / f"full_{name}", full_phases(result))
 
 
 def summarize_full_variant(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -355,6 +371,13 @@ def main(argv: list[str] | None = None) -> int:
         help="every phase after SFT again per seed (RL in imagination, co-evolution, real RL), from the same SFT "
         "policy, with these overrides (repeatable): a fresh run with them as defaults, e.g. maxkl rl.max_kl=0.01",
     )
+    p.add_argument(
+        "--full-reference",
+        default=None,
+        metavar="NAME",
+        help="a --full-variant the other full variants are also read against, phase by phase and paired "
+        "(vs_reference): e.g. the current defaults when the base runs predate them",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config")
     a = p.parse_args(argv)
@@ -369,6 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     full_variants = parse_variants(a.full_variant, flag="--full-variant")
     for name, changes in coevo_variants.items():
         check_coevolution_variant(name, changes)
+    if a.full_reference is not None and a.full_reference not in full_variants:
+        from wmrl.errors import ConfigError
+
+        raise ConfigError(f"--full-reference {a.full_reference!r} is not a --full-variant; expected one of "
+                        f"{sorted(full_variants) or 'the names given with --full-variant'}")
     from imagination.pipeline import load_run_config
 
     for changes in [[], *variants.values(), *coevo_variants.values(), *full_variants.values()]:  # a bad key or value: an error before any work
@@ -397,6 +425,15 @@ def main(argv: list[str] | None = None) -> int:
         res["coevolution_variants"] = {k: summarize_coevolution_variant(v) for k, v in coevo.items()}
     if full:
         res["full_variants"] = {k: summarize_full_variant(v) for k, v in full.items()}
+        if a.full_reference is not None:
+            ref = a.full_reference
+            for name in full:
+                if name != ref:
+                    res["full_variants"][name]["vs_reference"] = {
+                        "reference": ref,
+                        **mean_paired_lifts([full_vs_reference(runs / f"seed_{sd}", name, ref, full[name][sd])
+                                             for sd in seeds]),
+                    }
     # compute time of every stage of every run (resumed stages count their original time), and of
     # this invocation (small when everything was resumed)
     abl_times = [

@@ -33,6 +33,7 @@ from imagination.trainer_utils import (
     budget_exhausted,
     check_augment,
     check_freeze,
+    check_max_kl,
     checkpoint_budget_stop,
     clipped_surrogate,
     freezes_parameters,
@@ -181,9 +182,7 @@ class GRPOConfig:
             raise ConfigError(f"gate={self.gate!r}; expected 'mask' or 'off'")
         if self.ratio not in ("chunk", "dim"):
             raise ConfigError(f"ratio={self.ratio!r}; expected 'chunk' or 'dim'")
-        if isinstance(self.max_kl, bool) or not isinstance(self.max_kl, (int, float)) or not self.max_kl >= 0:
-            raise ConfigError(f"max_kl={self.max_kl!r}; expected a number of nats per chunk >= 0 (0: off)")
-        self.max_kl = float(self.max_kl)
+        self.max_kl = check_max_kl(self.max_kl)
 
 
 def trajectory_scores(

@@ -8,6 +8,7 @@ gated-out imagined steps) are excluded from the loss.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,12 @@ from imagination.rollout_buffer import (
     obs_to_torch,
 )
 from imagination.trainer_utils import (
+    action_parameters,
+    backtrack_to_kl,
     budget_exhausted,
     check_augment,
     check_freeze,
+    check_max_kl,
     checkpoint_budget_stop,
     clipped_surrogate,
     freezes_parameters,
@@ -39,6 +43,7 @@ from imagination.trainer_utils import (
     set_exploration_std,
     shift_consistency,
     trainable_parameters,
+    update_kl,
 )
 from kernels.advantages import compute_gae
 from wmrl.errors import ConfigError
@@ -64,6 +69,11 @@ class PPOConfig:
         freeze: parameter-name prefixes of the policy RL leaves as they are (see ``GRPOConfig.freeze``).
         augment_shift, augment_coef: the shift-consistency KL on the policy (see
             ``GRPOConfig.augment_shift``; the critic trains on the real frames); 0: off.
+        max_kl: > 0: a trust region on every iteration's update, as ``GRPOConfig.max_kl``: the KL
+            from the behaviour policy to the updated one on the iteration's valid chunks (k3, nats
+            per chunk) above it halves the step of the parameters the action distribution depends
+            on until it is within it (a value head's own layers and a separate critic keep their
+            full step; a shared trunk is scaled with the policy). 0: off.
     """
 
     iterations: int = 20
@@ -87,9 +97,11 @@ class PPOConfig:
     freeze: list[str] = field(default_factory=list)
     augment_shift: int = 0
     augment_coef: float = 0.1
+    max_kl: float = 0.0
 
     def __post_init__(self) -> None:
         self.freeze = check_freeze(self.freeze)
+        self.max_kl = check_max_kl(self.max_kl)
         self.augment_shift = check_augment(self.augment_shift, self.augment_coef)
         for k in (
             "iterations",
@@ -173,6 +185,7 @@ def train_ppo(
         modules["critic"] = critic
         opts["critic"] = torch.optim.Adam(critic.parameters(), lr=cfg.critic_lr)
     value_fn = critic  # None: the policy's own value head
+    tr_params: list[nn.Parameter] | None = None  # what the trust region (cfg.max_kl) scales back
 
     start, history = resume_trainer(run, modules, opts)
     if start == 0:  # a resumed run already holds its (trained) std
@@ -197,6 +210,9 @@ def train_ppo(
         per_dim = cfg.ratio == "dim" and len(t_idx) > 0
         old_dims = old_log_prob_dims(policy, batch, t_idx, n_idx, cfg.minibatch_size) if per_dim else None
         warm = cfg.critic_warmup if (it == 0 and critic is not None) else 0
+        if cfg.max_kl > 0 and len(t_idx) and tr_params is None:
+            tr_params = action_parameters(policy, trainable_parameters(policy), batch, t_idx, n_idx)
+        start_params = [p.detach().clone() for p in tr_params] if cfg.max_kl > 0 and len(t_idx) else None
         stats: dict[str, list[float]] = {"pg_loss": [], "v_loss": [], "entropy": [], "clip_frac": [], "augment_kl": []}
         for epoch in range(warm + cfg.update_epochs):
             for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
@@ -233,6 +249,14 @@ def train_ppo(
                 stats["entropy"].append(float(ev.entropy.detach().mean()))
                 stats["clip_frac"].append(float(clip_frac))
         m: dict[str, float] = {"iteration": it, **{k: sum(v) / len(v) for k, v in stats.items() if v}}
+        if start_params is not None:
+            full, kept, scale = backtrack_to_kl(
+                tr_params,
+                start_params,
+                functools.partial(update_kl, policy, batch, t_idx, n_idx, old_logp, cfg.minibatch_size),
+                cfg.max_kl,
+            )
+            m.update(update_kl_full=full, update_kl=kept, trust_region_scale=scale)
         m.update(collector.pop_episode_stats())
         m["chunk_steps"] = float(batch.valid.sum())
         m["env_steps"] = float(batch.executed.sum())

@@ -146,6 +146,13 @@ def check_augment(shift: Any, coef: Any) -> int:
     return shift
 
 
+def check_max_kl(max_kl: Any) -> float:
+    """A trainer config's ``max_kl`` (nats per chunk >= 0; 0: off) as a float (a ConfigError otherwise)."""
+    if isinstance(max_kl, bool) or not isinstance(max_kl, (int, float)) or not max_kl >= 0:
+        raise ConfigError(f"max_kl={max_kl!r}; expected a number of nats per chunk >= 0 (0: off)")
+    return float(max_kl)
+
+
 def check_freeze(freeze: Any) -> list[str]:
     """A trainer config's ``freeze``: a list of parameter-name prefixes (a ConfigError otherwise)."""
     if isinstance(freeze, str) or not isinstance(freeze, (list, tuple)) or not all(
@@ -332,6 +339,19 @@ def update_kl(
             log_ratio = log_ratio.clamp(-20.0, 20.0)
             total += float((log_ratio.exp() - 1.0 - log_ratio).sum())
     return total / max(len(t_idx), 1)
+
+
+def action_parameters(
+    policy: Any, params: list[nn.Parameter], batch: RolloutBatch, t_idx: torch.Tensor, n_idx: torch.Tensor
+) -> list[nn.Parameter]:
+    """The members of ``params`` that the policy's action log-prob depends on, found by one backward
+    pass over a few of the chunks ``(t_idx, n_idx)``: a value head's own layers drop out, so a trust
+    region on the action distribution (:func:`backtrack_to_kl`) leaves the critic's step whole."""
+    obs, instr, act = batch.gather(t_idx[:8], n_idx[:8])
+    grads = torch.autograd.grad(
+        policy.evaluate_actions(obs, instr, act).log_prob.sum(), params, allow_unused=True
+    )
+    return [p for p, g in zip(params, grads, strict=True) if g is not None]
 
 
 def backtrack_to_kl(

@@ -964,6 +964,26 @@ def test_max_kl_scales_each_update_back_into_the_trust_region():
         GRPOConfig(max_kl=-0.1)
 
 
+def test_ppo_max_kl_holds_the_action_distribution_and_leaves_the_value_head_whole():
+    """PPO's rl.max_kl: a large-lr update is halved back until the KL from the behaviour policy on the
+    iteration's chunks is within it, and only the parameters the action distribution depends on are
+    scaled: the policy's own value head takes the same step as without a trust region."""
+
+    def first_update(max_kl: float) -> tuple[dict, TinyGaussianPolicy]:
+        policy = TinyGaussianPolicy(seed=1, value_head=True)
+        cfg = PPOConfig(iterations=1, num_steps=6, update_epochs=4, minibatch_size=64, lr=3e-2, max_kl=max_kl)
+        return train_ppo(ReachEnv(32), policy, cfg, progress=False)[0], policy
+
+    free, p_free = first_update(0.0)
+    tight, p_tight = first_update(0.01)
+    assert "update_kl" not in free
+    assert tight["update_kl_full"] > 0.05 and tight["update_kl"] <= 0.01 and 0 < tight["trust_region_scale"] < 1
+    for (name, a), b in zip(p_free.named_parameters(), p_tight.parameters(), strict=True):
+        assert torch.equal(a, b) == name.startswith("value."), name  # value head: same step; the rest: scaled
+    with pytest.raises(ConfigError, match=r"max_kl=True; expected a number of nats per chunk >= 0"):
+        PPOConfig(max_kl=True)
+
+
 def test_backtrack_to_kl_restores_the_start_when_no_step_is_small_enough():
     """A KL that never falls within the bound (here it ignores the step: a policy whose
     behaviour changed some other way) leaves the parameters exactly at the start, scale 0."""
