@@ -361,6 +361,22 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
                f"{_rounds_vs_round_0(d['full_variants']['maxkl01'])}", "last round >= round 0 + 0.05"),
     ("imagination_lift_maxkl.json", "same, each phase against the old default's same phase (paired): round 0 / "
      "round 1 / round 2 / real RL", lambda d: _phase_lifts(d["full_variants"]["maxkl01"]["vs_default"]), ""),
+    ("imagination_lift_iters64.json", "same runs, 64 GRPO iterations per round instead of 16 under the trust region "
+     "(--full-variant iters64 rl.max_kl=0.01 rl.iterations=64; 239 updates against 66): SFT / RL in imagination / "
+     "co-evolution rounds / real RL, same budget; rounds 1 / 2 vs round 0 (paired)",
+     lambda d: f"{_phase_successes(d['full_variants']['iters64'])}; "
+               f"{_rounds_vs_round_0(d['full_variants']['iters64'])}", "last round >= round 0 + 0.05"),
+    ("imagination_lift_iters64.json", "same, each phase against the 16-iteration default's same phase (paired, "
+     "--full-reference maxkl01): round 0 / round 1 / round 2 / real RL (the same single real update)",
+     lambda d: _phase_lifts(d["full_variants"]["iters64"]["vs_reference"]), ""),
+    ("imagination_lift_ppo.json", "same runs, PPO for every phase after SFT (rl=ppo rl.exploration_std=0.1): SFT / "
+     "round 0 / rounds 1, 2 / real RL at the same budget without the trust region, then the same with it "
+     "(rl.max_kl=0.01)",
+     lambda d: f"{_phase_successes(d['full_variants']['ppo'])} / {_phase_successes(d['full_variants']['ppo_maxkl01'])}",
+     ""),
+    ("imagination_lift_ppo.json", "same, PPO with the trust region against GRPO (the default), each phase paired: "
+     "round 0 / round 1 / round 2 / real RL", lambda d: _phase_lifts(d["full_variants"]["ppo_maxkl01"]["vs_reference"]),
+     ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes, ""),
     ("real_rl.json", "GRPO in the real sim from SFT, 380k real steps/seed: SFT -> after (seeds lifted)",
@@ -412,6 +428,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_extra_pair(d, a, b) for a, b in (
          ("grpo_maxkl01_380k", "grpo_380k"), ("grpo_maxkl01_380k_rlseed1", "grpo_380k_rlseed1"),
          ("grpo_maxkl01_380k_rlseed2", "grpo_380k_rlseed2"), ("grpo_maxkl05_380k", "grpo_380k"))), ""),
+    ("real_rl_ppo.json", "real-sim RL, 380k real steps per seed (real_rl benchmark, the runs' own evaluation), PPO (rl=ppo rl.exploration_std=0.1, value-head critic, sparse success): "
+     "without / with the trust region (rl.max_kl=0.01, now PPO's default; a PPO update moved the policy by KL 0.74 "
+     "nats per chunk, median)", lambda d: f"{_variant(d, 'ppo')} / {_variant(d, 'ppo_maxkl01')}", ""),
+    ("policy_compare_ppo.json", "600 held-out episodes per policy (the starts of policy_compare_maxkl.json), 3 base "
+     "seeds: SFT / real GRPO 380k without / with rl.max_kl=0.01 / real PPO 380k without / with it",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in (
+         "sft", "grpo_380k", "grpo_maxkl01_380k", "ppo_380k", "ppo_maxkl01_380k")), ""),
+    ("policy_compare_ppo.json", "same episodes, paired: PPO with the trust region vs without / vs GRPO with it",
+     lambda d: " / ".join(_extra_pair(d, a, b) for a, b in (
+         ("ppo_maxkl01_380k", "ppo_380k"), ("ppo_maxkl01_380k", "grpo_maxkl01_380k"))), ""),
     ("real_rl_group4.json", "same benchmark, GRPO groups of 4 (rl.group_size=4: 16 starts per iteration, not 8)",
      lambda d: _variant(d, "group4"), ""),
     ("real_rl_55k.json", "same benchmark stopped at 55.5k real steps (--budget 55500: 14 iterations, 53k steps), the "
