@@ -123,10 +123,10 @@ def results_table(res: dict[str, Any]) -> str:
     lines += [
         "",
         "Every phase is evaluated on the same real starts, so a difference from SFT is read episode by episode; "
-        "a paired interval that holds 0 is no measured change. An RL iteration updates the policy only when "
-        "some group of trajectories has mixed outcomes (GRPO's dynamic sampling; `rl.min_kept_groups`), and each "
-        "update moves it by at most `rl.max_kl` (GRPO's trust region): a phase with few updates is close to the "
-        "policy it started from.",
+        "a paired interval that holds 0 is no measured change. A GRPO iteration updates the policy only when "
+        "some group of trajectories has mixed outcomes (dynamic sampling; `rl.min_kept_groups`), and each GRPO "
+        "or PPO update moves it by at most `rl.max_kl` (the trust region; 0: unbounded): a phase with few updates "
+        "is close to the policy it started from.",
         "",
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
         f"Wall time of all stages: {res['wall_time_s']:.0f} s"

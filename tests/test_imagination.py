@@ -681,19 +681,22 @@ def test_imagination_lift_full_variant_reruns_every_phase_after_sft(tmp_path):
             - json.loads((base / "stages" / f"{ph}.json").read_text())["eval"]["success"])]
     assert "max_kl: 0.001" in (var / "config.yaml").read_text()  # the variant's setting took effect
     assert "max_kl: 0.01\n" in (base / "config.yaml").read_text()  # the default
-    # --full-reference: another full variant read against this one, phase by phase (this one resumes)
+    # --full-reference: another full variant (PPO in every phase) read against this one, phase by phase
+    # (this one resumes)
     with pytest.raises(ConfigError, match="--full-reference 'nope' is not a --full-variant"):
         main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--no-ablations", "--out", str(out),
               "--full-variant", "maxkl", "rl.max_kl=0.001", "--full-reference", "nope"])
     assert main([*tiny, "--quick", "--runs-dir", str(runs), "--no-progress", "--no-ablations", "--out", str(out),
-                 "--full-variant", "maxkl", "rl.max_kl=0.001", "--full-variant", "it2", "rl.max_kl=0.001",
-                 "rl.iterations=2", "--full-reference", "maxkl"]) == 0
+                 "--full-variant", "maxkl", "rl.max_kl=0.001", "--full-variant", "ppo", "rl=ppo",
+                 "rl.max_kl=0.001", "--full-reference", "maxkl"]) == 0
     res = json.loads(out.read_text())
-    vs_ref = res["full_variants"]["it2"]["vs_reference"]
+    assert "algo: ppo" in (base / "full_ppo" / "config.yaml").read_text()  # every phase with PPO
+    assert "ppo/update_kl_full" in (base / "full_ppo" / "round_0" / "rl" / "metrics.jsonl").read_text()
+    vs_ref = res["full_variants"]["ppo"]["vs_reference"]
     assert vs_ref["reference"] == "maxkl" and "vs_reference" not in res["full_variants"]["maxkl"]
     for ph in ("round_0", "round_1", "real_rl"):
         assert vs_ref[ph]["diff_per_seed"] == [pytest.approx(
-            json.loads((base / "full_it2" / "stages" / f"{ph}.json").read_text())["eval"]["success"]
+            json.loads((base / "full_ppo" / "stages" / f"{ph}.json").read_text())["eval"]["success"]
             - json.loads((var / "stages" / f"{ph}.json").read_text())["eval"]["success"])]
 
 
