@@ -29,7 +29,6 @@ from imagination.rollout_buffer import (
     match_policy_to_env_dims,
 )
 from imagination.trainer_utils import (
-    backtrack_to_kl,
     budget_exhausted,
     check_augment,
     check_freeze,
@@ -46,7 +45,7 @@ from imagination.trainer_utils import (
     set_exploration_std,
     shift_consistency,
     trainable_parameters,
-    update_kl,
+    trust_region,
 )
 from kernels.advantages import compute_group_advantages
 from wmrl.errors import ConfigError
@@ -273,13 +272,7 @@ def grpo_update(
             stats["entropy"].append(float(ev.entropy.detach().mean()))
     out = {k: sum(v) / len(v) for k, v in stats.items() if v}
     if start is not None and len(t_idx):
-        full, kept, scale = backtrack_to_kl(
-            params,
-            start,
-            lambda: update_kl(policy, batch, t_idx, n_idx, old_logp, cfg.minibatch_size),
-            cfg.max_kl,
-        )
-        out.update(update_kl_full=full, update_kl=kept, trust_region_scale=scale)
+        out.update(trust_region(policy, params, start, batch, t_idx, n_idx, old_logp, cfg.minibatch_size, cfg.max_kl))
     return out
 
 

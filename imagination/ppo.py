@@ -8,7 +8,6 @@ gated-out imagined steps) are excluded from the loss.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,6 @@ from imagination.rollout_buffer import (
 )
 from imagination.trainer_utils import (
     action_parameters,
-    backtrack_to_kl,
     budget_exhausted,
     check_augment,
     check_freeze,
@@ -43,7 +41,7 @@ from imagination.trainer_utils import (
     set_exploration_std,
     shift_consistency,
     trainable_parameters,
-    update_kl,
+    trust_region,
 )
 from kernels.advantages import compute_gae
 from wmrl.errors import ConfigError
@@ -210,9 +208,11 @@ def train_ppo(
         per_dim = cfg.ratio == "dim" and len(t_idx) > 0
         old_dims = old_log_prob_dims(policy, batch, t_idx, n_idx, cfg.minibatch_size) if per_dim else None
         warm = cfg.critic_warmup if (it == 0 and critic is not None) else 0
-        if cfg.max_kl > 0 and len(t_idx) and tr_params is None:
-            tr_params = action_parameters(policy, trainable_parameters(policy), batch, t_idx, n_idx)
-        start_params = [p.detach().clone() for p in tr_params] if cfg.max_kl > 0 and len(t_idx) else None
+        start_params = None
+        if cfg.max_kl > 0 and len(t_idx):
+            if tr_params is None:
+                tr_params = action_parameters(policy, trainable_parameters(policy), batch, t_idx, n_idx)
+            start_params = [p.detach().clone() for p in tr_params]
         stats: dict[str, list[float]] = {"pg_loss": [], "v_loss": [], "entropy": [], "clip_frac": [], "augment_kl": []}
         for epoch in range(warm + cfg.update_epochs):
             for mb in torch.randperm(len(t_idx), generator=gen).split(cfg.minibatch_size):
@@ -250,13 +250,8 @@ def train_ppo(
                 stats["clip_frac"].append(float(clip_frac))
         m: dict[str, float] = {"iteration": it, **{k: sum(v) / len(v) for k, v in stats.items() if v}}
         if start_params is not None:
-            full, kept, scale = backtrack_to_kl(
-                tr_params,
-                start_params,
-                functools.partial(update_kl, policy, batch, t_idx, n_idx, old_logp, cfg.minibatch_size),
-                cfg.max_kl,
-            )
-            m.update(update_kl_full=full, update_kl=kept, trust_region_scale=scale)
+            m.update(trust_region(policy, tr_params, start_params, batch, t_idx, n_idx, old_logp,
+                                  cfg.minibatch_size, cfg.max_kl))
         m.update(collector.pop_episode_stats())
         m["chunk_steps"] = float(batch.valid.sum())
         m["env_steps"] = float(batch.executed.sum())

@@ -341,6 +341,26 @@ def update_kl(
     return total / max(len(t_idx), 1)
 
 
+def trust_region(
+    policy: Any,
+    params: list[nn.Parameter],
+    start: list[torch.Tensor],
+    batch: RolloutBatch,
+    t_idx: torch.Tensor,
+    n_idx: torch.Tensor,
+    old_logp: torch.Tensor,
+    size: int,
+    max_kl: float,
+) -> dict[str, float]:
+    """A trainer's trust region on its finished update: :func:`backtrack_to_kl` of ``params`` from ``start``
+    with the KL of :func:`update_kl` on the chunks ``(t_idx, n_idx)`` (``old_logp (M,)``, ``size`` chunks a
+    pass). Returns the metrics both trainers log: ``update_kl_full``, ``update_kl``, ``trust_region_scale``."""
+    full, kept, scale = backtrack_to_kl(
+        params, start, functools.partial(update_kl, policy, batch, t_idx, n_idx, old_logp, size), max_kl
+    )
+    return {"update_kl_full": full, "update_kl": kept, "trust_region_scale": scale}
+
+
 def action_parameters(
     policy: Any, params: list[nn.Parameter], batch: RolloutBatch, t_idx: torch.Tensor, n_idx: torch.Tensor
 ) -> list[nn.Parameter]:
