@@ -130,6 +130,12 @@ def test_maniskill_lift_config_validation(capsys):
         cfg = load_run_config([], name)
         assert check_config(cfg) == ["PickCube-v1-mp100"]
         assert cfg.demos.source == "maniskill_motionplanning" and cfg.world_model["state_dim"] == 29
+        assert cfg.rl["algo"] == "grpo" and cfg.rl["score"] == "return"
+        assert (cfg.rl["group_size"], cfg.rl["max_chunks"]) == ((4, 4) if name.endswith("quick") else (8, 8))
+        # the presets' own rl blocks keep to keys both trainers share, so PPO composes with them
+        ppo = load_run_config(["rl=ppo"], name).rl
+        assert ppo["algo"] == "ppo" and "group_size" not in ppo and "score" not in ppo
+        assert (ppo["iterations"], ppo["minibatch_size"]) == (cfg.rl["iterations"], cfg.rl["minibatch_size"])
     with pytest.raises(WmrlError, match="suite='builtin' must be one ManiSkill task id; valid: .*PickCube-v1-mp100"):
         check_config(load_run_config(["suite=builtin", "real_rl_num_envs=48"], "run_maniskill"))
     with pytest.raises(WmrlError, match="demos.source='expert'; the ManiSkill loop needs"):
