@@ -270,6 +270,35 @@ def _resolved(d: dict) -> str:
     return f"{b['num_pairs']} of {b['of_pairs']}: {vals}"
 
 
+def _state_ranking(d: dict) -> str:
+    """A state_model_ranking JSON: Spearman [95% CI] / the resolved pairs it orders right / the real
+    retest's Spearman / the weakest SFT budget's success against the full SFT policy's (state model;
+    real), e.g. "0.89 [0.8, 0.98] / 51 + 1 tied of 52 / 0.91 / 0.09 vs 0.49 (real 0.04 vs 0.40)"."""
+    acc = _get(d, "resolved_pairs.accuracy.state_model") or {}
+    rows = d.get("policies") or {}
+    budgets = sorted((int(n.rsplit("_", 1)[1]), n) for n in rows if n.startswith("sft_steps_"))
+    weak = ""
+    if budgets and "sft" in rows:
+        w, f = rows[budgets[0][1]], rows["sft"]
+        weak = (f" / {w['imagined_success']:.2f} vs {f['imagined_success']:.2f} "
+                f"(real {w['real_success']:.2f} vs {f['real_success']:.2f})")
+    ties = f" + {acc['ties']} tied" if acc.get("ties") else ""
+    return (f"{_fmt(d.get('spearman'))} {[round(v, 2) for v in d.get('spearman_ci95') or []]} / "
+            f"{acc.get('agree', 'n/a')}{ties} of {acc.get('pairs', 'n/a')} / "
+            f"{_fmt(_get(d, 'noise_ceiling.spearman'))}{weak}")
+
+
+def _ranking_rows(file: str, where: str) -> list[tuple[str, str, Callable[[dict], Any], str]]:
+    """The two README rows of a wm_policy_ranking result on run ``where``: every reading's Spearman, and
+    the share of the resolved pairs each orders right."""
+    return [
+        (file, f"same benchmark on {where}: Spearman at 0.5 / calibrated / persistence / expected (max p) / "
+         "expected (persisted) / fine-tuned / real retest",
+         lambda d: _ranking_readings(d, "expected.max_p", "expected.persisted"), ">= 0.9"),
+        (file, f"same pairs reading, {where}", _resolved, ""),
+    ]
+
+
 # (file, label, path-or-fn, goal)
 ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "built-in suite, 16 envs, 64x64 render: env-steps/s", "steps_per_s.batched_16", ">= 1,000"),
@@ -438,6 +467,18 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("policy_compare_ppo.json", "same episodes, paired: PPO with the trust region vs without / vs GRPO with it",
      lambda d: " / ".join(_extra_pair(d, a, b) for a, b in (
          ("ppo_maxkl01_380k", "ppo_380k"), ("ppo_maxkl01_380k", "grpo_maxkl01_380k"))), ""),
+    ("real_rl_ppo_epochs.json", "same PPO with the trust region, fewer Adam steps per iteration: 2 epochs of one "
+     "512-chunk minibatch (now PPO's default) / 1 epoch of 64", lambda d: f"{_variant(d, 'ppo_e2mb512')} / "
+     f"{_variant(d, 'ppo_e1')}", ""),
+    ("policy_compare_ppo_epochs.json", "600 held-out episodes per policy, same starts: SFT / PPO 4 epochs of 64 (old "
+     "default) / 2 epochs of 512 (new) / 1 epoch of 64 / GRPO, all with rl.max_kl=0.01",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in (
+         "sft", "ppo_maxkl01_380k", "ppo_e2mb512_380k", "ppo_e1_380k", "grpo_maxkl01_380k")), ""),
+    ("policy_compare_ppo_epochs.json", "same episodes, paired: 2 epochs of 512 / 1 epoch of 64 vs the old default; "
+     "the same two vs GRPO",
+     lambda d: " / ".join(_extra_pair(d, a, b) for a, b in (
+         ("ppo_e2mb512_380k", "ppo_maxkl01_380k"), ("ppo_e1_380k", "ppo_maxkl01_380k"),
+         ("ppo_e2mb512_380k", "grpo_maxkl01_380k"), ("ppo_e1_380k", "grpo_maxkl01_380k"))), ""),
     ("real_rl_group4.json", "same benchmark, GRPO groups of 4 (rl.group_size=4: 16 starts per iteration, not 8)",
      lambda d: _variant(d, "group4"), ""),
     ("real_rl_55k.json", "same benchmark stopped at 55.5k real steps (--budget 55500: 14 iterations, 53k steps), the "
@@ -619,6 +660,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "calibrated / persistence / expected (max p) / expected (persisted) / fine-tuned / real retest",
      lambda d: _ranking_readings(d, "expected.max_p", "expected.persisted"), ">= 0.9"),
     ("wm_policy_ranking_s33_ep48.json", "same pairs reading, runs/s33/seed_3, 48 episodes per task", _resolved, ""),
+    *_ranking_rows("wm_policy_ranking_s32_seed1.json", "runs/s32/lift/seed_1"),
+    *_ranking_rows("wm_policy_ranking_s32_seed2.json", "runs/s32/lift/seed_2"),
+    ("state_model_ranking_s32.json", "the same policies and starts ranked in the arm-and-object state model's world "
+     "(learned dynamics, drawn by the simulator; runs/s32/lift/seed_0): Spearman [95% CI] / resolved pairs ordered "
+     "right / real retest / 30%-step SFT vs SFT, state model (real)", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s33.json", "same, runs/s33/seed_3 (named beforehand: pairs >= 0.95, CI low >= 0.75, "
+     "30% SFT >= 0.20 below SFT)", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s32_seed1.json", "same, runs/s32/lift/seed_1", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s32_seed2.json", "same, runs/s32/lift/seed_2", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s32_ep48.json", "same, runs/s32/lift/seed_0, 48 episodes per task", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s33_ep48.json", "same, runs/s33/seed_3, 48 episodes per task", _state_ranking, ">= 0.9"),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),

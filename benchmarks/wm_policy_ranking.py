@@ -187,6 +187,29 @@ def sft_at_budgets(pipe: Any, fractions: tuple[float, ...] = SFT_BUDGET_FRACTION
     return out
 
 
+NOISE_LEVELS = (0.3, 0.6, 1.0)  # action-noise sigmas of the noisy SFT policies
+
+
+def ranking_policies(pipe: Any) -> dict[str, Any]:
+    """The ranked policies of a finished run (``pipe``: its :class:`imagination.pipeline.Pipeline`), by
+    name: ``sft``, the SFT recipe at smaller budgets (:func:`sft_at_budgets`, trained once), each
+    co-evolution round's policy (``imagination_round_R``), the real-RL baseline where the run has one,
+    the SFT policy with action noise (:data:`NOISE_LEVELS`) and a uniform random policy."""
+    from policies import load_policy
+
+    root = pipe.root
+    sft = load_policy(root / "sft" / "policy")
+    cands: dict[str, Any] = {"sft": sft, **sft_at_budgets(pipe)}
+    for r in range(pipe.cfg.coevolution_config().rounds + 1):
+        cands[f"imagination_round_{r}"] = load_policy(root / f"round_{r}" / "policy")
+    if (root / "real_rl" / "policy").exists():
+        cands["real_rl"] = load_policy(root / "real_rl" / "policy")
+    for sigma in NOISE_LEVELS:
+        cands[f"sft_noise_{sigma}"] = NoisyPolicy(sft, sigma, seed=int(sigma * 10))
+    cands["random"] = RandomPolicy(sft.chunk_size, sft.image_size)
+    return cands
+
+
 def noise_ceiling(real: np.ndarray, retest: np.ndarray) -> dict[str, Any]:
     """How well the real simulator ranks the policies against itself: rank statistics of the
     policies' real success on the ranking's starts (``real`` (P,)) against their real success on
@@ -229,13 +252,10 @@ def pair_order_accuracy(rates: dict[str, float], pairs: list[tuple[str, str]]) -
             "agree": int(agree), "ties": int(ties), "pairs": len(pairs)}
 
 
-def resolved_pairs_block(res: dict[str, Any], real_eps: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The ``resolved_pairs`` block of a ranking result ``res``: the policy pairs the real simulator
-    tells apart (:func:`resolved_pairs` on ``real_eps``, policy -> bool (E,)) and, for every reading
-    ``res`` holds (the plain one, gated, calibrated, persistence, each expected-success score, the
-    fine-tuned success model and the real retest), the share of those pairs it orders as the
-    simulator does (:func:`pair_order_accuracy`). Unlike Spearman over all policies, this is not
-    capped by policies that even the simulator cannot tell apart."""
+def ranking_readings(res: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Every reading a ranking result ``res`` holds, as reading -> policy -> success rate: the plain one,
+    gated, calibrated, persistence, each expected-success score, the fine-tuned success model and the
+    real retest (those present)."""
     rows = res["policies"]
     readings: dict[str, dict[str, float]] = {
         "plain": {n: r["imagined_success"] for n, r in rows.items()},
@@ -249,6 +269,19 @@ def resolved_pairs_block(res: dict[str, Any], real_eps: dict[str, np.ndarray]) -
             readings[f"expected_{tag}"] = block["imagined_success"]
     if all("real_success_retest" in r for r in rows.values()):
         readings["real_retest"] = {n: r["real_success_retest"] for n, r in rows.items()}
+    return readings
+
+
+def resolved_pairs_block(
+    res: dict[str, Any], real_eps: dict[str, np.ndarray], readings: dict[str, dict[str, float]] | None = None
+) -> dict[str, Any]:
+    """The ``resolved_pairs`` block of a ranking result ``res``: the policy pairs the real simulator
+    tells apart (:func:`resolved_pairs` on ``real_eps``, policy -> bool (E,)) and, for every reading
+    (``readings``, reading -> policy -> rate; default :func:`ranking_readings` of ``res``), the share of
+    those pairs it orders as the simulator does (:func:`pair_order_accuracy`). Unlike Spearman over all
+    policies, this is not capped by policies that even the simulator cannot tell apart."""
+    rows = res["policies"]
+    readings = ranking_readings(res) if readings is None else readings
     pairs = resolved_pairs({n: real_eps[n] for n in rows})
     return {
         "num_pairs": len(pairs),
@@ -403,7 +436,6 @@ def main(argv: list[str] | None = None) -> int:
         persisted_max,
     )
     from imagination.pipeline import Pipeline, load_run_config
-    from policies import load_policy
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write, atomic_write_json
 
@@ -419,15 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.finetune_steps is None:
         a.finetune_steps = 30 if a.quick else 300
     tasks = pipe.tasks()
-    sft = load_policy(run_dir / "sft" / "policy")
-    cands: dict[str, Any] = {"sft": sft, **sft_at_budgets(pipe)}
-    for r in range(cfg.coevolution_config().rounds + 1):
-        cands[f"imagination_round_{r}"] = load_policy(run_dir / f"round_{r}" / "policy")
-    if (run_dir / "real_rl" / "policy").exists():
-        cands["real_rl"] = load_policy(run_dir / "real_rl" / "policy")
-    for sigma in (0.3, 0.6, 1.0):
-        cands[f"sft_noise_{sigma}"] = NoisyPolicy(sft, sigma, seed=int(sigma * 10))
-    cands["random"] = RandomPolicy(sft.chunk_size, sft.image_size)
+    cands = ranking_policies(pipe)
+    sft = cands["sft"]
     horizon = envs.full_episode_chunks(tasks, sft.chunk_size)
     # Calibration on the SFT policy's paired episodes from other starts (seed + 500000), before the
     # ranking: (1) the threshold of the run's success model; (2) a copy of that success model

@@ -1,0 +1,129 @@
+"""benchmarks.state_model_ranking: policies ranked in the arm-and-object state model's world (drawn by the
+simulator) against the real simulator, from the same starts and with the same action noise."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from benchmarks._split_worlds import StateModelVectorEnv
+from benchmarks.state_model_ranking import episode_successes, load_pixel, pixel_readings
+from benchmarks.wm_policy_ranking import NoisyPolicy, RandomPolicy, resolved_pairs
+from wmrl.errors import WmrlError
+from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+
+TASKS = ["LiftCube-v0", "PushCube-v0"]
+
+
+def _lift(cube_dz_cm: float) -> ObjectDynamics:
+    """An arm-and-object model whose arm stays put and whose cubes rise ``cube_dz_cm`` cm every step."""
+    m = ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=8, layers=1))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.mlp[-1].bias[2] = cube_dz_cm
+    return m.eval()
+
+
+class Recorder:
+    """Wraps a ranking policy and keeps every action chunk it returns (N, K, 7)."""
+
+    def __init__(self, policy):
+        self.policy, self.chunk_size, self.chunks = policy, policy.chunk_size, []
+
+    def act(self, obs, instructions, deterministic=False):
+        out = self.policy.act(obs, instructions, deterministic=deterministic)
+        self.chunks.append(np.asarray(out.actions).copy())
+        return out
+
+
+def _real(task: str, n: int):
+    return envs.make_vec(task, n, autoreset_mode="same_step", max_episode_steps=8)
+
+
+def test_state_world_success_is_the_task_rule_on_the_models_states_task_major():
+    """Cubes that rise 3 cm a step meet LiftCube's rule, never PushCube's; a random policy meets neither
+    in the real simulator. Outcomes come task-major, episodes_per_task each."""
+    pol = RandomPolicy(chunk_size=4, image_size=64)
+
+    def state(task, n):
+        return StateModelVectorEnv(_real(task, n), _lift(3.0))
+
+    s = episode_successes(pol, state, TASKS, 3, seed=5, horizon_chunks=2)
+    r = episode_successes(pol, _real, TASKS, 3, seed=5, horizon_chunks=2)
+    assert s.tolist() == [True] * 3 + [False] * 3 and not r.any()
+    still = episode_successes(pol, lambda t, n: StateModelVectorEnv(_real(t, n), _lift(0.0)), TASKS, 3, 5, 2)
+    assert not still.any()
+    # too few chunks for the cube to climb 10 cm: the horizon is honoured
+    assert not episode_successes(pol, state, TASKS[:1], 2, seed=5, horizon_chunks=0).any()
+
+
+@pytest.mark.parametrize("make", [lambda p: RandomPolicy(4, 64, seed=3), lambda p: NoisyPolicy(p, 0.5, seed=3)])
+def test_noisy_policies_replay_one_noise_stream_per_task_in_every_world(make):
+    """A noisy or random policy is reseeded per task and world, so both worlds (and a second call) see the
+    same action noise; the streams of two tasks differ."""
+    class Mean:  # a fixed mean action under NoisyPolicy: zeros
+        chunk_size, action_dim, image_size, config = 4, 7, 64, None
+
+        def act(self, obs, instructions, deterministic=False):
+            from types import SimpleNamespace
+
+            return SimpleNamespace(actions=torch.zeros(len(instructions), 4, 7))
+
+    runs = []
+    for make_env in (_real, lambda t, n: StateModelVectorEnv(_real(t, n), _lift(0.0)), _real):
+        rec = Recorder(make(Mean()))
+        episode_successes(rec, make_env, TASKS, 2, seed=11, horizon_chunks=2)
+        runs.append(np.stack(rec.chunks))  # (tasks x chunks, N, K, 7)
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    assert not np.allclose(runs[0][0], runs[0][2])  # task 0's first chunk against task 1's
+    assert np.abs(runs[0]).max() > 0.05
+
+
+def test_pixel_readings_score_each_reading_on_the_same_pairs_and_check_the_real_outcomes(tmp_path):
+    e = 40
+    real = {"good": np.arange(e) < 30, "mid": np.arange(e) < 15, "bad": np.zeros(e, bool)}
+    pairs = resolved_pairs(real)
+    assert set(pairs) == {("good", "mid"), ("good", "bad"), ("mid", "bad")}
+    pixel = {"seed": 7, "episodes_per_task": 20, "policies": {
+        "good": {"imagined_success": 0.8, "imagined_success_gated": 0.7, "real_success_retest": 0.7},
+        "mid": {"imagined_success": 0.9, "imagined_success_gated": 0.5, "real_success_retest": 0.4},
+        "bad": {"imagined_success": 0.1, "imagined_success_gated": 0.1, "real_success_retest": 0.0}}}
+    own = {"good": real["good"].copy(), "mid": real["mid"].copy(), "bad": np.ones(e, bool)}
+    out = pixel_readings(pixel, real, own, pairs)
+    assert out["readings"]["gated"]["spearman"] == pytest.approx(1.0)
+    assert out["readings"]["plain"]["pair_accuracy"] == pytest.approx(2 / 3)  # mid above good
+    assert out["readings"]["plain"]["spearman"] == pytest.approx(0.5)
+    assert "real_retest" not in out["readings"]
+    assert out["real_outcomes_match"] == {"good": True, "mid": True, "bad": False}
+    # load_pixel: the same starts or a one-line error; the per-episode real outcomes from the .pairs.npz
+    f = tmp_path / "rank.json"
+    f.write_text(json.dumps(pixel))
+    np.savez(tmp_path / "rank.pairs.npz", **{f"{n}/real": v for n, v in real.items()})
+    res, got = load_pixel(f, 7, 20)
+    assert res == pixel and all((got[n] == real[n]).all() for n in real)
+    with pytest.raises(WmrlError, match=r"ranked seed=7, episodes_per_task=20; this run uses seed=8") as ei:
+        load_pixel(f, 8, 20)
+    assert "\n" not in str(ei.value)
+    with pytest.raises(WmrlError, match="not a readable wm_policy_ranking result"):
+        load_pixel(tmp_path / "missing.json", 7, 20)
+
+
+def test_cli_bad_input_is_one_line(tmp_path, capsys):
+    from benchmarks.state_model_ranking import main
+
+    out = str(tmp_path / "x.json")
+    assert main(["--run-dir", str(tmp_path), "--out", out]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --run-dir {tmp_path} is not a wmrl run folder (no stages/); run `wmrl run` first"
+    (tmp_path / "stages").mkdir()
+    assert main(["--run-dir", str(tmp_path), "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: no state model in {tmp_path}/od_arm; fit it with `python -m worldmodels.object_dynamics")
+    assert "\n" not in err
+    assert main(["--run-dir", str(tmp_path), "--pixel", str(tmp_path / "none.json"), "--out", out]) == 2
+    assert "--pixel" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
