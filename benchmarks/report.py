@@ -406,6 +406,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift_ppo.json", "same, PPO with the trust region against GRPO (the default), each phase paired: "
      "round 0 / round 1 / round 2 / real RL", lambda d: _phase_lifts(d["full_variants"]["ppo_maxkl01"]["vs_reference"]),
      ""),
+    ("imagination_lift_ppo_epochs.json", "same runs, PPO with the new defaults (2 epochs of one 512-chunk minibatch, "
+     "rl.max_kl=0.01): SFT / round 0 / rounds 1, 2 / real RL at the same budget",
+     lambda d: _phase_successes(d["full_variants"]["ppo2"]), ""),
+    ("imagination_lift_ppo_epochs.json", "same, against GRPO (the default), each phase paired: round 0 / round 1 / "
+     "round 2 / real RL", lambda d: _phase_lifts(d["full_variants"]["ppo2"]["vs_reference"]), ""),
+    ("imagination_lift_ppo_epochs_vs_old.json", "same, against PPO's old defaults (4 epochs of 64, with the trust "
+     "region), each phase paired", lambda d: _phase_lifts(d["full_variants"]["ppo2"]["vs_reference"]), ""),
     ("imagination_lift_eval120.json", "previous measurement (120 episodes per phase; its real-RL baseline trained on 2 "
      "of the 6 tasks): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes, ""),
     ("real_rl.json", "GRPO in the real sim from SFT, 380k real steps/seed: SFT -> after (seeds lifted)",
