@@ -58,8 +58,12 @@ def test_state_world_success_is_the_task_rule_on_the_models_states_task_major():
     assert s.tolist() == [True] * 3 + [False] * 3 and not r.any()
     still = episode_successes(pol, lambda t, n: StateModelVectorEnv(_real(t, n), _lift(0.0)), TASKS, 3, 5, 2)
     assert not still.any()
-    # too few chunks for the cube to climb 10 cm: the horizon is honoured
-    assert not episode_successes(pol, state, TASKS[:1], 2, seed=5, horizon_chunks=0).any()
+    # the horizon is honoured: at 1.5 cm a step the cube is 6 cm up after one chunk, 12 cm after two
+    def slow(task, n):
+        return StateModelVectorEnv(_real(task, n), _lift(1.5))
+
+    assert not episode_successes(pol, slow, TASKS[:1], 2, seed=5, horizon_chunks=1).any()
+    assert episode_successes(pol, slow, TASKS[:1], 2, seed=5, horizon_chunks=2).all()
 
 
 @pytest.mark.parametrize("make", [lambda p: RandomPolicy(4, 64, seed=3), lambda p: NoisyPolicy(p, 0.5, seed=3)])
