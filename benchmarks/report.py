@@ -674,6 +674,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "right / real retest / 30%-step SFT vs SFT, state model (real)", _state_ranking, ">= 0.9"),
     ("state_model_ranking_s33.json", "same, runs/s33/seed_3 (named beforehand: pairs >= 0.95, CI low >= 0.75, "
      "30% SFT >= 0.20 below SFT)", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s32_ens3.json", "same, runs/s32/lift/seed_0, an ensemble of 3 fit seeds (success on all "
+     "members, a random member advances)", _state_ranking, ">= 0.9"),
     ("state_model_ranking_s32_seed1.json", "same, runs/s32/lift/seed_1", _state_ranking, ">= 0.9"),
     ("state_model_ranking_s32_seed2.json", "same, runs/s32/lift/seed_2", _state_ranking, ">= 0.9"),
     ("state_model_ranking_s32_ep48.json", "same, runs/s32/lift/seed_0, 48 episodes per task", _state_ranking, ">= 0.9"),
