@@ -3,7 +3,8 @@
 Usage::
 
     python -m benchmarks.state_model_ranking --run-dir RUN --object-dynamics od_arm [od_2 ...]
-        [--pixel benchmarks/results/wm_policy_ranking_s32.json] [--episodes-per-task 24] [--seed 4242]
+        [--pixel benchmarks/results/wm_policy_ranking_s32.json] [--policy NAME PATH ...] [--episodes-per-task 24]
+        [--seed 4242]
         [--success all|any|advanced] [--advance random|first] [--max-disagreement METRES]   # ensembles
         --out FILE.json [key=value ...]   # the run's Hydra overrides, e.g. seed=S num_threads=1
     python -m benchmarks.state_model_ranking --quick --out FILE.json   # on runs/imagination_lift_quick/seed_0
@@ -20,9 +21,10 @@ predicted cube poses is success (:class:`benchmarks._split_worlds.StateModelVect
 are learned; the drawing is the simulator's, so this is a world model with a perfect renderer, and its
 reading says what the dynamics alone allow.
 
-The policies are the pixel ranking's (:func:`benchmarks.wm_policy_ranking.ranking_policies`) and the
-starts too: episode ``e`` of task ``i`` starts from the real reset with seed ``seed + 1000 * i + e`` in
-both worlds, the policy acts with its mean action, and a noisy or random policy replays the same noise
+The policies are the pixel ranking's (:func:`benchmarks.wm_policy_ranking.ranking_policies`; ``--policy
+NAME PATH`` ranks a saved policy folder beside them, e.g. a checkpoint of one's own) and the starts
+too: episode ``e`` of task ``i`` starts from the real reset with seed ``seed + 1000 * i + e`` in both
+worlds, the policy acts with its mean action, and a noisy or random policy replays the same noise
 stream in both worlds (its generator is reseeded per task and world). Every policy also runs again in
 the real simulator alone from other starts (``seed + 700000``): the noise ceiling. With ``--pixel`` (the
 same run's ``wm_policy_ranking`` result, same seed and episodes) every pixel reading is scored beside
@@ -51,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+RUN_POLICY_NAMES = ("sft", "real_rl", "random")  # the names ranking_policies gives, and its prefixes:
+RUN_POLICY_PREFIXES = ("sft_steps_", "imagination_round_", "sft_noise_")
 NOISE_SEED = 7919  # a noisy policy's generator for task i is reseeded to NOISE_SEED * seed + i in each world
 
 
@@ -103,18 +107,20 @@ def pixel_readings(pixel: dict[str, Any], real_eps: dict[str, np.ndarray], pixel
                    pairs: list[tuple[str, str]]) -> dict[str, Any]:
     """The readings of a ``wm_policy_ranking`` result ``pixel`` on this benchmark's real outcomes
     ``real_eps`` (policy -> bool (E,)) and resolved ``pairs``: per reading its Spearman / Pearson / MMRV and
-    pair accuracy, and, from ``pixel_real`` (the pixel ranking's own per-episode real outcomes, its
+    pair accuracy over the policies both results ranked (``policies``; a ``--policy`` of this run only is
+    left out), and, from ``pixel_real`` (the pixel ranking's own per-episode real outcomes, its
     ``.pairs.npz``), whether each policy's real outcomes match start by start."""
     from benchmarks.wm_policy_ranking import pair_order_accuracy, rank_stats, ranking_readings
 
-    names = list(real_eps)
+    names = [n for n in real_eps if n in pixel["policies"]]
+    shared = [(a, b) for a, b in pairs if a in names and b in names]
     real = np.array([real_eps[n].mean() for n in names])
-    out: dict[str, Any] = {"readings": {}}
+    out: dict[str, Any] = {"policies": names, "readings": {}}
     for key, rates in ranking_readings(pixel).items():
-        if key == "real_retest" or any(n not in rates for n in names):
+        if key == "real_retest":
             continue
         out["readings"][key] = {**rank_stats(np.array([rates[n] for n in names]), real),
-                                "pair_accuracy": pair_order_accuracy(rates, pairs)["accuracy"]}
+                                "pair_accuracy": pair_order_accuracy(rates, shared)["accuracy"]}
     if pixel_real is not None:
         out["real_outcomes_match"] = {
             n: bool(n in pixel_real and pixel_real[n].shape == real_eps[n].shape and (pixel_real[n] == real_eps[n]).all())
@@ -154,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a finished wmrl run folder (default runs/imagination_lift[_quick]/seed_0)")
     p.add_argument("--object-dynamics", nargs="+", default=["od_arm"], metavar="NAME",
                    help="the arm-and-object state model's folder in the run; several: an ensemble")
+    p.add_argument("--policy", nargs=2, action="append", default=[], metavar=("NAME", "PATH"),
+                   help="also rank this saved policy folder (repeatable), beside the run's own policies")
     p.add_argument("--pixel", type=Path, default=None, metavar="FILE.json",
                    help="the same run's wm_policy_ranking result, read beside this one")
     p.add_argument("--episodes-per-task", type=int, default=None)
@@ -192,6 +200,7 @@ def _run(a: argparse.Namespace) -> int:
     )
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import Pipeline, load_run_config
+    from policies import load_policy
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write, atomic_write_json
     from worldmodels.object_dynamics import ObjectDynamics
@@ -218,10 +227,18 @@ def _run(a: argparse.Namespace) -> int:
     for m in models:
         check_state_model(m, STATE_DIM)
     cfg = load_run_config([*a.overrides, f"run_dir={run_dir}"], "run_quick" if a.quick else "run")
+    extra = {name: load_policy(path) for name, path in a.policy}  # before any work
+    for name, pol in extra.items():
+        if name in RUN_POLICY_NAMES or name.startswith(RUN_POLICY_PREFIXES):
+            raise WmrlError(f"--policy {name}: the run's own policies use that name; choose another")
+        if (pol.image_size, pol.action_dim) != (cfg.image_size, 7):
+            raise WmrlError(f"--policy {name}: image_size={pol.image_size}, action_dim={pol.action_dim}; the run's "
+                            f"env has image_size={cfg.image_size}, action_dim=7")
     pipe = Pipeline(cfg, progress=not a.no_progress)
     pipe.run_all()  # a finished run: every stage is skipped
     tasks = pipe.tasks()
     cands = ranking_policies(pipe)
+    cands.update(extra)
     horizon = envs.full_episode_chunks(tasks, cands["sft"].chunk_size)
     kw = pipe.env_kwargs()
 

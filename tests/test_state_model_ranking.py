@@ -13,6 +13,7 @@ import envs
 from benchmarks._split_worlds import StateModelVectorEnv
 from benchmarks.state_model_ranking import episode_successes, load_pixel, pixel_readings
 from benchmarks.wm_policy_ranking import NoisyPolicy, RandomPolicy, resolved_pairs
+from policies.vla.modeling_vla import VLAConfig, VLAPolicy
 from wmrl.errors import WmrlError
 from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
 
@@ -105,6 +106,11 @@ def test_pixel_readings_score_each_reading_on_the_same_pairs_and_check_the_real_
     assert out["readings"]["plain"]["spearman"] == pytest.approx(0.5)
     assert "real_retest" not in out["readings"]
     assert out["real_outcomes_match"] == {"good": True, "mid": True, "bad": False}
+    # a --policy the pixel ranking never saw is left out of its readings, not of the others
+    mine = {**real, "mine": np.ones(e, bool)}
+    out = pixel_readings(pixel, mine, own, resolved_pairs(mine))
+    assert out["policies"] == ["good", "mid", "bad"]
+    assert out["readings"]["plain"]["pair_accuracy"] == pytest.approx(2 / 3)
     # load_pixel: the same starts or a one-line error; the per-episode real outcomes from the .pairs.npz
     f = tmp_path / "rank.json"
     f.write_text(json.dumps(pixel))
@@ -131,3 +137,18 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     assert "\n" not in err
     assert main(["--run-dir", str(tmp_path), "--pixel", str(tmp_path / "none.json"), "--out", out]) == 2
     assert "--pixel" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    # --policy: a missing folder, or a name the run's own policies use, fails before any work
+    ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=8, layers=1)).save_pretrained(tmp_path / "od_arm", {})
+    assert main(["--run-dir", str(tmp_path), "--policy", "mine", str(tmp_path / "nope"), "--out", out]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope'} has no config.json; expected a policy folder written by save_pretrained"
+    policy = tmp_path / "pol"
+    VLAPolicy(VLAConfig(image_size=64, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).save_pretrained(policy)
+    for name in ("sft", "sft_noise_0.3"):
+        assert main(["--run-dir", str(tmp_path), "--policy", name, str(policy), "--out", out]) == 2
+        assert capsys.readouterr().err.strip() == f"error: --policy {name}: the run's own policies use that name; choose another"
+    small = tmp_path / "pol32"
+    VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).save_pretrained(small)
+    assert main(["--run-dir", str(tmp_path), "--policy", "mine", str(small), "--out", out]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --policy mine: image_size=32, action_dim=7; the run's env has "
+                                               "image_size=64, action_dim=7")
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "config.yaml").exists()
