@@ -53,8 +53,6 @@ from typing import Any
 
 import numpy as np
 
-RUN_POLICY_NAMES = ("sft", "real_rl", "random")  # the names ranking_policies gives, and its prefixes:
-RUN_POLICY_PREFIXES = ("sft_steps_", "imagination_round_", "sft_noise_")
 NOISE_SEED = 7919  # a noisy policy's generator for task i is reseeded to NOISE_SEED * seed + i in each world
 
 
@@ -192,6 +190,7 @@ def _run(a: argparse.Namespace) -> int:
     from benchmarks.state_model_rl import fit_quick_state_model
     from benchmarks.wm_policy_ranking import (
         RETEST_SEED_OFFSET,
+        is_run_policy_name,
         noise_ceiling,
         rank_stats,
         ranking_policies,
@@ -229,7 +228,7 @@ def _run(a: argparse.Namespace) -> int:
     cfg = load_run_config([*a.overrides, f"run_dir={run_dir}"], "run_quick" if a.quick else "run")
     extra = {name: load_policy(path) for name, path in a.policy}  # before any work
     for name, pol in extra.items():
-        if name in RUN_POLICY_NAMES or name.startswith(RUN_POLICY_PREFIXES):
+        if is_run_policy_name(name):
             raise WmrlError(f"--policy {name}: the run's own policies use that name; choose another")
         if (pol.image_size, pol.action_dim) != (cfg.image_size, 7):
             raise WmrlError(f"--policy {name}: image_size={pol.image_size}, action_dim={pol.action_dim}; the run's "

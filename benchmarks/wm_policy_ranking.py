@@ -210,6 +210,11 @@ def ranking_policies(pipe: Any) -> dict[str, Any]:
     return cands
 
 
+def is_run_policy_name(name: str) -> bool:
+    """Whether :func:`ranking_policies` can give a policy this name (so another policy must not take it)."""
+    return name in ("sft", "real_rl", "random") or name.startswith(("sft_steps_", "imagination_round_", "sft_noise_"))
+
+
 def noise_ceiling(real: np.ndarray, retest: np.ndarray) -> dict[str, Any]:
     """How well the real simulator ranks the policies against itself: rank statistics of the
     policies' real success on the ranking's starts (``real`` (P,)) against their real success on
