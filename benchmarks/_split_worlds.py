@@ -16,7 +16,10 @@ closed loop and the real simulator's into its dynamics and its drawing.
 
 :class:`StateModelVectorEnv` is :class:`RenderedStateModelWorld` as a full ``gymnasium.vector.VectorEnv``
 (the real env's contract: single actions, per-env autoreset, reset of a subset) from the real env's
-own resets, so GRPO can train in it (``benchmarks.state_model_rl``).
+own resets, so GRPO can train in it (``benchmarks.state_model_rl``). With ``renderer`` it draws with a
+learned :class:`worldmodels.state_renderer.StateRenderer` instead of the simulator (a world of learned
+parts only), and :class:`RendererDrawnRealEnv` is the real simulator drawn by that renderer: the same
+split of dynamics and drawing, for the learned renderer (``benchmarks.state_model_ranking --renderer``).
 """
 
 from __future__ import annotations
@@ -279,6 +282,77 @@ class ModelDrawnRealWorld:
         return obs, hit.astype(np.float32), hit.copy(), ended & ~hit, info
 
 
+class RendererDrawnRealEnv(gymnasium.vector.VectorWrapper):
+    """The real built-in suite (its physics and success) with its frames drawn by a learned renderer: a
+    :class:`worldmodels.state_renderer.StateRenderer` draws each observation's frame from the sub-env's real
+    first frame of its episode (the anchor) and the real proprio and cube positions. It separates what the
+    learned drawing costs from what learned dynamics cost (:class:`StateModelVectorEnv` with ``renderer``).
+
+    Args:
+        env: a :class:`envs.tabletop.TabletopVectorEnv` (not chunked, no wrist camera) that autoresets on
+            the same step.
+        renderer: the StateRenderer; it draws ``env``'s image size.
+
+    ``reset`` and an autoreset show the real first frame (the new anchor); every other step's ``image``
+    is drawn. ``info["final_obs"]`` stays the simulator's. Rewards, ``terminated``, ``truncated``, the
+    proprio ``state`` and ``info["success"]`` are the real env's."""
+
+    def __init__(self, env: Any, renderer: Any):
+        from envs.tabletop.vector_env import TabletopVectorEnv
+        from wmrl.errors import WmrlError
+
+        sim = env.unwrapped
+        if not isinstance(sim, TabletopVectorEnv) or sim.wrist:
+            raise WmrlError(f"RendererDrawnRealEnv wraps the built-in suite without a wrist camera, got {type(sim).__name__}")
+        if sim.metadata["autoreset_mode"] != gymnasium.vector.AutoresetMode.SAME_STEP:
+            raise WmrlError(f"RendererDrawnRealEnv needs an env that autoresets on the same step; it has "
+                            f"autoreset_mode={sim.metadata['autoreset_mode']}")
+        if renderer.config.image_size != sim.image_size:
+            raise WmrlError(f"renderer draws {renderer.config.image_size}x{renderer.config.image_size} frames; the "
+                            f"env's are {sim.image_size}x{sim.image_size}")
+        super().__init__(env)
+        self.renderer = renderer.eval()
+        self._anchor: dict[str, np.ndarray] | None = None
+
+    def _objs(self) -> np.ndarray:
+        """The real object positions (N, O, 3): the environment state's first 3 O dims."""
+        o = self.renderer.config.num_objects
+        return np.asarray(self.env.unwrapped.environment_state()[:, : 3 * o], np.float32).reshape(-1, o, 3)
+
+    def _set_anchor(self, mask: np.ndarray, obs: dict[str, np.ndarray]) -> None:
+        new = {"image": np.asarray(obs["image"]), "proprio": np.asarray(obs["state"], np.float32), "objs": self._objs()}
+        if self._anchor is None:
+            self._anchor = {k: v.copy() for k, v in new.items()}
+        for k, v in new.items():
+            self._anchor[k][mask] = v[mask]
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        from envs.base import reset_mask_from_options
+
+        obs, info = self.env.reset(seed=seed, options=options)
+        mask = reset_mask_from_options(options, self.num_envs)
+        if self._anchor is None and not mask.all():
+            from wmrl.errors import WmrlError
+
+            raise WmrlError("RendererDrawnRealEnv: the first reset must reset every sub-env (no reset_mask)")
+        self._set_anchor(mask, obs)
+        return obs, info
+
+    def step(self, actions: np.ndarray):
+        from wmrl.errors import WmrlError
+
+        if self._anchor is None:
+            raise WmrlError("RendererDrawnRealEnv.step before reset; call reset() first")
+        obs, reward, term, trunc, info = self.env.step(actions)
+        done = np.asarray(term, bool) | np.asarray(trunc, bool)
+        a = self._anchor
+        drawn = self.renderer.draw(a["image"], a["proprio"], a["objs"], np.asarray(obs["state"], np.float32), self._objs())
+        if done.any():  # those sub-envs restarted: their frame is real, and their new anchor
+            self._set_anchor(done, obs)
+        obs = {**obs, "image": np.where(done[:, None, None, None], obs["image"], drawn)}
+        return obs, reward, term, trunc, info
+
+
 def check_state_model(model: Any, proprio_dim: int) -> None:
     """A one-line WmrlError unless ``model`` is an arm-and-object ``ObjectDynamics`` that steps a proprio
     of ``proprio_dim`` and the built-in suite's three cubes."""
@@ -340,6 +414,9 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             prefix actions were not the executed ones, so RL must train on the branches only
             (``train_on="branch"``, the default then). A full reset whose groups do not start from
             one state is an error. 1: every sub-env runs its own prefix.
+        renderer: a learned :class:`worldmodels.state_renderer.StateRenderer` that draws the model's states
+            instead of the simulator: each frame from the sub-env's real first frame of its episode (its
+            anchor, the real reset's) and the states. None: the simulator's renderer draws them.
         train_on: which steps' chunks the RL update trains on: ``all``; ``prefix`` (the real prefix
             only: the policy's real actions, scored by where the model's branch ends up); or
             ``branch`` (the model's steps only). Otherwise ``info["untrained"]`` (N,) marks the others
@@ -379,6 +456,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         prefix_after_autoreset: bool = True,
         share_prefix: int = 1,
         train_on: str | None = None,
+        renderer: Any = None,
     ):
         from envs.tabletop.vector_env import STATE_DIM, TabletopVectorEnv
         from wmrl.errors import WmrlError
@@ -425,6 +503,13 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
                 f"share_prefix={share_prefix} with train_on={train_on!r}: the members' recorded prefix actions "
                 "were not executed, so only the branches can be trained on (train_on='branch')"
             )
+        if renderer is not None and renderer.config.image_size != env.image_size:
+            raise WmrlError(
+                f"renderer draws {renderer.config.image_size}x{renderer.config.image_size} frames; the env's are "
+                f"{env.image_size}x{env.image_size}"
+            )
+        self.renderer = None if renderer is None else renderer.eval()
+        self._anchor: dict[str, np.ndarray] | None = None  # the renderer's anchors: each sub-env's real first frame
         self.real_steps, self.share_prefix, self.train_on = int(real_steps), int(share_prefix), train_on
         self.prefix_after_autoreset = bool(prefix_after_autoreset)
         self._prefixed = np.ones(env.num_envs, bool)  # whose current episode gets the real prefix
@@ -467,6 +552,14 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             self.rollout = StateModelRollout(self.models, ctx, self.task_ids, self.success_rule, self.advance)
         else:
             self.rollout.restart(ids, proprio, env_state)
+        if self.renderer is not None:
+            if self._anchor is None:
+                self._anchor = {"image": obs["image"].copy(), "proprio": obs["state"].astype(np.float32),
+                                "objs": self.rollout.objs.numpy().astype(np.float32)}
+            else:
+                self._anchor["image"][ids] = obs["image"][ids]
+                self._anchor["proprio"][ids] = proprio
+                self._anchor["objs"][ids] = self.rollout.objs[ids].numpy()
         self._episode_spread[ids] = 0.0
         self._steps[ids] = 0
         self._needs_reset[ids] = False
@@ -515,8 +608,12 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
 
     def _observe(self) -> dict[str, np.ndarray]:
         now = self.rollout.now.numpy()
-        self._frames = self.env.render_states(now, self.rollout.objs.numpy())
-        self.real_sim_calls["render_states"] += 1
+        if self.renderer is not None:
+            a = self._anchor
+            self._frames = self.renderer.draw(a["image"], a["proprio"], a["objs"], now, self.rollout.objs.numpy())
+        else:
+            self._frames = self.env.render_states(now, self.rollout.objs.numpy())
+            self.real_sim_calls["render_states"] += 1
         return {"image": self._frames, "state": now.astype(np.float32)}
 
     def _info(self, success: np.ndarray) -> dict[str, Any]:

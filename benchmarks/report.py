@@ -270,22 +270,34 @@ def _resolved(d: dict) -> str:
     return f"{b['num_pairs']} of {b['of_pairs']}: {vals}"
 
 
-def _state_ranking(d: dict) -> str:
+def _state_ranking(d: dict, reading: str = "state_model") -> str:
     """A state_model_ranking JSON: Spearman [95% CI] / the resolved pairs it orders right / the real
     retest's Spearman / the weakest SFT budget's success against the full SFT policy's (state model;
-    real), e.g. "0.89 [0.8, 0.98] / 51 + 1 tied of 52 / 0.91 / 0.09 vs 0.49 (real 0.04 vs 0.40)"."""
-    acc = _get(d, "resolved_pairs.accuracy.state_model") or {}
-    rows = d.get("policies") or {}
+    real), e.g. "0.89 [0.8, 0.98] / 51 + 1 tied of 52 / 0.91 / 0.09 vs 0.49 (real 0.04 vs 0.40)".
+    ``reading="learned_renderer"``: the same for its world drawn by the learned renderer."""
+    acc = _get(d, f"resolved_pairs.accuracy.{reading}") or {}
+    block = d if reading == "state_model" else d.get(reading) or {}
+    rows, imagined = d.get("policies") or {}, block.get("policies") or {}
     budgets = sorted((int(n.rsplit("_", 1)[1]), n) for n in rows if n.startswith("sft_steps_"))
     weak = ""
-    if budgets and "sft" in rows:
+    if budgets and "sft" in rows and "sft" in imagined:
         w, f = rows[budgets[0][1]], rows["sft"]
-        weak = (f" / {w['imagined_success']:.2f} vs {f['imagined_success']:.2f} "
+        weak = (f" / {imagined[budgets[0][1]]['imagined_success']:.2f} vs {imagined['sft']['imagined_success']:.2f} "
                 f"(real {w['real_success']:.2f} vs {f['real_success']:.2f})")
     ties = f" + {acc['ties']} tied" if acc.get("ties") else ""
-    return (f"{_fmt(d.get('spearman'))} {[round(v, 2) for v in d.get('spearman_ci95') or []]} / "
+    return (f"{_fmt(block.get('spearman'))} {[round(v, 2) for v in block.get('spearman_ci95') or []]} / "
             f"{acc.get('agree', 'n/a')}{ties} of {acc.get('pairs', 'n/a')} / "
             f"{_fmt(_get(d, 'noise_ceiling.spearman'))}{weak}")
+
+
+def _drawn_real(d: dict) -> str:
+    """A state_model_ranking JSON's real simulator drawn by the learned renderer: Spearman / resolved pairs
+    ordered right / the SFT policy's success on drawn frames against real ones."""
+    rd = _get(d, "learned_renderer.real_dynamics") or {}
+    acc = _get(d, "resolved_pairs.accuracy.learned_renderer_real_dynamics") or {}
+    ties = f" + {acc['ties']} tied" if acc.get("ties") else ""
+    sft = f" / SFT {_fmt(_get(rd, 'success.sft'))} vs {_fmt(_get(d, 'policies.sft.real_success'))}" if rd else ""
+    return f"{_fmt(rd.get('spearman'))} / {acc.get('agree', 'n/a')}{ties} of {acc.get('pairs', 'n/a')}{sft}"
 
 
 def _ranking_rows(file: str, where: str) -> list[tuple[str, str, Callable[[dict], Any], str]]:
@@ -669,6 +681,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("wm_policy_ranking_s33_ep48.json", "same pairs reading, runs/s33/seed_3, 48 episodes per task", _resolved, ""),
     *_ranking_rows("wm_policy_ranking_s32_seed1.json", "runs/s32/lift/seed_1"),
     *_ranking_rows("wm_policy_ranking_s32_seed2.json", "runs/s32/lift/seed_2"),
+    *_ranking_rows("wm_policy_ranking_s34.json", "the seed-4 main job run again on this code (runs/s34/seed_4)"),
     ("state_model_ranking_s32.json", "the same policies and starts ranked in the arm-and-object state model's world "
      "(learned dynamics, drawn by the simulator; runs/s32/lift/seed_0): Spearman [95% CI] / resolved pairs ordered "
      "right / real retest / 30%-step SFT vs SFT, state model (real)", _state_ranking, ">= 0.9"),
@@ -680,6 +693,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_ranking_s32_seed2.json", "same, runs/s32/lift/seed_2", _state_ranking, ">= 0.9"),
     ("state_model_ranking_s32_ep48.json", "same, runs/s32/lift/seed_0, 48 episodes per task", _state_ranking, ">= 0.9"),
     ("state_model_ranking_s33_ep48.json", "same, runs/s33/seed_3, 48 episodes per task", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s34_renderer.json", "same, runs/s34/seed_4 (drawn by the simulator)", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s34_renderer.json", "same state model drawn by a learned renderer from each episode's real "
+     "first frame (worldmodels.state_renderer; every part of the world learned), runs/s34/seed_4",
+     lambda d: _state_ranking(d, "learned_renderer"), ">= 0.9"),
+    ("state_model_ranking_s34_renderer.json", "the real simulator drawn by that renderer (real dynamics, learned "
+     "drawing): Spearman / resolved pairs ordered right / SFT on drawn vs real frames", _drawn_real, ""),
+    ("state_renderer_s34/fit.json", "learned renderer (230k parameters, 2,500 steps on the demos): held-out PSNR "
+     "drawn from each episode's first frame / that first frame as it is",
+     lambda d: f"{_fmt(_get(d, 'metrics.psnr_db'))} / {_fmt(_get(d, 'metrics.anchor_psnr_db'))} dB", ""),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()
                           if k.startswith("configured")), ""),

@@ -6,8 +6,10 @@ Usage::
         [--pixel benchmarks/results/wm_policy_ranking_s32.json] [--policy NAME PATH ...] [--episodes-per-task 24]
         [--seed 4242]
         [--success all|any|advanced] [--advance random|first] [--max-disagreement METRES]   # ensembles
+        [--renderer NAME]   # also rank in the state model drawn by a learned renderer (fully learned world)
         --out FILE.json [key=value ...]   # the run's Hydra overrides, e.g. seed=S num_threads=1
     python -m benchmarks.state_model_ranking --quick --out FILE.json   # on runs/imagination_lift_quick/seed_0
+    python -m benchmarks.state_model_ranking --rescore --pixel PIXEL.json --out FILE.json   # add the pixel block
 
 ``benchmarks.wm_policy_ranking`` ranks a run's policies inside its pixel world model. Over four world
 models each of its readings orders 21-37% of the policy pairs the simulator tells apart the wrong way on
@@ -31,14 +33,27 @@ same run's ``wm_policy_ranking`` result, same seed and episodes) every pixel rea
 the state model's on the same policy pairs, and the real outcomes are checked start by start against the
 pixel ranking's (the policies that act with their mean action must reproduce them exactly).
 
+``--renderer NAME`` (a :class:`worldmodels.state_renderer.StateRenderer` in the run's folder ``NAME``,
+fitted with ``python -m worldmodels.state_renderer --data RUN/data --out RUN/NAME``) ranks every policy
+again, from the same starts and noise, in the same state model drawn by that learned renderer from
+each episode's real first frame instead of by the simulator: a world of learned parts only (dynamics,
+drawing and, through the task's rule on the predicted states, success), whose reading is the
+``learned_renderer`` block and the ``learned_renderer`` reading of ``resolved_pairs``. A fourth pass runs
+the real simulator with its frames drawn by the same renderer from the real states
+(:class:`benchmarks._split_worlds.RendererDrawnRealEnv`; ``learned_renderer.real_dynamics``): what the
+learned drawing alone costs.
+
 Fields: ``pearson``, ``spearman``, ``mmrv``, ``spearman_ci95`` (paired bootstrap), ``policies`` (per
 policy: real and state-model success, episode agreement, false and missed successes, the real retest),
 ``noise_ceiling``, ``resolved_pairs`` (the pairs the simulator tells apart start by start, and the share
 each reading orders as it does: :func:`benchmarks.wm_policy_ranking.resolved_pairs_block`), ``pixel``
 (the pixel readings' Spearman and pair accuracy on these outcomes, and ``real_outcomes_match``), and the
 per-episode outcomes beside the JSON (``OUT.pairs.npz``, keys ``policy/real``, ``policy/state_model``).
+``--rescore --pixel PIXEL.json`` adds the ``pixel`` block to a finished result ``--out`` from its
+``.pairs.npz``, without running an episode (a ranking run before the pixel ranking finished).
 ``--quick`` fits a tiny state model on 16 real episodes of the quick run's SFT policy (as
-``benchmarks.state_model_rl --quick``).
+``benchmarks.state_model_rl --quick``) and a tiny learned renderer on the quick run's demos, and ranks in
+the world drawn by it too.
 """
 
 from __future__ import annotations
@@ -147,6 +162,22 @@ def load_pixel(path: Path, seed: int, episodes_per_task: int) -> tuple[dict[str,
         return res, {n: z[f"{n}/real"] for n in got[2] if f"{n}/real" in z.files}
 
 
+def fit_quick_renderer(run_dir: Path, out: Path) -> Any:
+    """A tiny :class:`worldmodels.state_renderer.StateRenderer` fitted on ``run_dir``'s demos (quick mode),
+    saved to ``out`` (an earlier one there is loaded)."""
+    from wmrl.data import load_trajectories
+    from worldmodels.state_renderer import StateRenderer, StateRendererConfig, fit_state_renderer
+
+    if (out / "config.json").exists():
+        return StateRenderer.from_pretrained(out)
+    traj = load_trajectories(run_dir / "data")
+    config = StateRendererConfig(image_size=int(traj.images.shape[1]), channels=[8, 16, 16, 16], steps=40,
+                                 batch_size=8, test_fraction=0.25)
+    model, metrics = fit_state_renderer(traj, config, progress=False)
+    model.save_pretrained(out, metrics)
+    return model
+
+
 def main(argv: list[str] | None = None) -> int:
     from benchmarks._split_worlds import ADVANCE_RULES, SUCCESS_RULES
 
@@ -169,23 +200,53 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-disagreement", type=float, default=None, metavar="METRES",
                    help="ensemble: an episode ends as a failure once two members' tcp or cube predictions lie "
                    "further apart (MOReL's halt)")
+    p.add_argument("--renderer", default=None, metavar="NAME",
+                   help="a learned state renderer's folder in the run: also rank in the state model drawn by it")
+    p.add_argument("--rescore", action="store_true",
+                   help="only add the --pixel block to the finished result --out, from its .pairs.npz")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run config (as given to the run)")
     a = p.parse_args(argv)
     from wmrl.errors import WmrlError
 
     try:
-        return _run(a)
+        return _rescore(a) if a.rescore else _run(a)
     except WmrlError as e:  # bad input: one line, before any result is written
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _rescore(a: argparse.Namespace) -> int:
+    """``--rescore``: the ``pixel`` block of ``--pixel`` added to the finished result ``--out`` (atomically)."""
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    out, npz = Path(a.out), Path(a.out).with_suffix(".pairs.npz")
+    if a.pixel is None:
+        raise WmrlError("--rescore adds the --pixel block; give --pixel FILE.json")
+    for f in (out, npz):
+        if not f.exists():
+            raise WmrlError(f"--rescore: {f} does not exist; expected a finished state_model_ranking result and its pairs")
+    try:
+        res = json.loads(out.read_text())
+        names, pairs = list(res["policies"]), [tuple(x) for x in res["resolved_pairs"]["pairs"]]
+        with np.load(npz) as z:
+            real_eps = {n: z[f"{n}/real"] for n in names}
+        seed, eps = res["seed"], res["episodes_per_task"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise WmrlError(f"--rescore: {out} or {npz} is not a readable state_model_ranking result ({e!r})") from e
+    pixel, pixel_real = load_pixel(a.pixel, seed, eps)
+    res["pixel"] = {"file": str(a.pixel), **pixel_readings(pixel, real_eps, pixel_real, pairs)}
+    atomic_write_json(out, res)
+    print(json.dumps({k: v["spearman"] for k, v in res["pixel"]["readings"].items()}))
+    return 0
 
 
 def _run(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     import envs
-    from benchmarks._split_worlds import StateModelVectorEnv, check_state_model
+    from benchmarks._split_worlds import RendererDrawnRealEnv, StateModelVectorEnv, check_state_model
     from benchmarks.imagination_lift import environment_info
     from benchmarks.state_model_rl import fit_quick_state_model
     from benchmarks.wm_policy_ranking import (
@@ -222,6 +283,14 @@ def _run(a: argparse.Namespace) -> int:
         if missing:
             raise WmrlError(f"no state model in {', '.join(missing)}; fit it with `python -m worldmodels.object_dynamics "
                             f"--data {run_dir}/data --out {missing[0]} --arm`")
+    renderer = None
+    if a.renderer is not None:
+        from worldmodels.state_renderer import StateRenderer
+
+        renderer = StateRenderer.from_pretrained(run_dir / a.renderer)  # before any work
+    elif a.quick:
+        a.renderer = "quick_renderer"
+        renderer = fit_quick_renderer(run_dir, run_dir / a.renderer)
     models = [ObjectDynamics.from_pretrained(d) for d in dirs]
     for m in models:
         check_state_model(m, STATE_DIM)
@@ -233,6 +302,9 @@ def _run(a: argparse.Namespace) -> int:
         if (pol.image_size, pol.action_dim) != (cfg.image_size, 7):
             raise WmrlError(f"--policy {name}: image_size={pol.image_size}, action_dim={pol.action_dim}; the run's "
                             f"env has image_size={cfg.image_size}, action_dim=7")
+    if renderer is not None and renderer.config.image_size != cfg.image_size:
+        raise WmrlError(f"--renderer {a.renderer} draws {renderer.config.image_size}-pixel frames; the run's are "
+                        f"{cfg.image_size}")
     pipe = Pipeline(cfg, progress=not a.no_progress)
     pipe.run_all()  # a finished run: every stage is skipped
     tasks = pipe.tasks()
@@ -244,16 +316,26 @@ def _run(a: argparse.Namespace) -> int:
     def make_real(task: str, n: int) -> Any:
         return envs.make_vec(task, n, autoreset_mode="same_step", **kw)
 
-    def make_state(task: str, n: int) -> Any:
+    def make_state(task: str, n: int, drawn_by: Any = None) -> Any:
         return StateModelVectorEnv(make_real(task, n), models if len(models) > 1 else models[0], success=a.success,
-                                   advance=a.advance, max_disagreement=a.max_disagreement, gate="terminate", seed=a.seed)
+                                   advance=a.advance, max_disagreement=a.max_disagreement, gate="terminate", seed=a.seed,
+                                   renderer=drawn_by)
 
-    real_eps, state_eps, retest_eps = {}, {}, {}
+    def make_drawn(task: str, n: int) -> Any:
+        return make_state(task, n, renderer)
+
+    def make_drawn_real(task: str, n: int) -> Any:
+        return RendererDrawnRealEnv(make_real(task, n), renderer)
+
+    real_eps, state_eps, retest_eps, drawn_eps, drawn_real_eps = {}, {}, {}, {}, {}
     retest_seed = a.seed + RETEST_SEED_OFFSET
     for name, pol in tqdm(cands.items(), desc="policies", disable=a.no_progress):
         real_eps[name] = episode_successes(pol, make_real, tasks, eps, a.seed, horizon)
         state_eps[name] = episode_successes(pol, make_state, tasks, eps, a.seed, horizon)
         retest_eps[name] = episode_successes(pol, make_real, tasks, eps, retest_seed, horizon)
+        if renderer is not None:
+            drawn_eps[name] = episode_successes(pol, make_drawn, tasks, eps, a.seed, horizon)
+            drawn_real_eps[name] = episode_successes(pol, make_drawn_real, tasks, eps, a.seed, horizon)
     rows = {}
     for n in cands:
         r, s = real_eps[n], state_eps[n]
@@ -275,10 +357,29 @@ def _run(a: argparse.Namespace) -> int:
         "num_policies": len(rows), "episodes_per_task": eps, "tasks": tasks, "seed": a.seed,
         "run_dir": str(run_dir), "quick": a.quick, "wall_time_s": None, "machine": environment_info(),
     }
-    res["resolved_pairs"] = resolved_pairs_block(res, real_eps, {
-        "state_model": {n: v["imagined_success"] for n, v in rows.items()},
-        "real_retest": {n: v["real_success_retest"] for n, v in rows.items()},
-    })
+    readings = {"state_model": {n: v["imagined_success"] for n, v in rows.items()}}
+    if renderer is not None:
+        drawn = {n: float(drawn_eps[n].mean()) for n in cands}
+        res["learned_renderer"] = {
+            **rank_stats(np.array(list(drawn.values())), real),
+            "spearman_ci95": spearman_ci95(list(drawn_eps.values()), list(real_eps.values())),
+            "renderer": str(run_dir / a.renderer),
+            "policies": {n: {"imagined_success": drawn[n], "episode_agreement": float((drawn_eps[n] == real_eps[n]).mean()),
+                             "imagined_false_successes": int((drawn_eps[n] & ~real_eps[n]).sum()),
+                             "imagined_missed_successes": int((~drawn_eps[n] & real_eps[n]).sum()),
+                             "agreement_with_simulator_drawn": float((drawn_eps[n] == state_eps[n]).mean())}
+                         for n in cands},
+        }
+        dr = {n: float(drawn_real_eps[n].mean()) for n in cands}
+        res["learned_renderer"]["real_dynamics"] = {
+            **rank_stats(np.array(list(dr.values())), real),
+            "success": dr,
+            "episode_agreement": {n: float((drawn_real_eps[n] == real_eps[n]).mean()) for n in cands},
+        }
+        readings["learned_renderer"] = drawn
+        readings["learned_renderer_real_dynamics"] = dr
+    readings["real_retest"] = {n: v["real_success_retest"] for n, v in rows.items()}
+    res["resolved_pairs"] = resolved_pairs_block(res, real_eps, readings)
     pairs = [tuple(x) for x in res["resolved_pairs"]["pairs"]]
     if pixel is not None:
         res["pixel"] = {"file": str(a.pixel), **pixel_readings(pixel, real_eps, pixel_real, pairs)}
@@ -287,9 +388,13 @@ def _run(a: argparse.Namespace) -> int:
     res["wall_time_s"] = time.perf_counter() - t0
     atomic_write_json(a.out, res)
     arrays = {f"{n}/{k}": v for n in cands for k, v in (("real", real_eps[n]), ("state_model", state_eps[n]),
-                                                       ("real_retest", retest_eps[n]))}
+                                                       ("real_retest", retest_eps[n]), ("learned_renderer", drawn_eps.get(n)),
+                                                       ("learned_renderer_real_dynamics", drawn_real_eps.get(n)))
+              if v is not None}
     atomic_write(Path(a.out).with_suffix(".pairs.npz"), lambda tmp: np.savez_compressed(tmp, **arrays))
     print(json.dumps({k: res[k] for k in ("pearson", "spearman", "mmrv", "spearman_ci95", "num_policies")}, indent=2))
+    if renderer is not None:
+        print(json.dumps({"learned_renderer": {k: res["learned_renderer"][k] for k in ("pearson", "spearman", "mmrv")}}))
     print(json.dumps({k: v["accuracy"] for k, v in res["resolved_pairs"]["accuracy"].items()}))
     return 0
 

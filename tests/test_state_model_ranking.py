@@ -122,6 +122,20 @@ def test_pixel_readings_score_each_reading_on_the_same_pairs_and_check_the_real_
     assert "\n" not in str(ei.value)
     with pytest.raises(WmrlError, match="not a readable wm_policy_ranking result"):
         load_pixel(tmp_path / "missing.json", 7, 20)
+    # --rescore --pixel: the same block added to a finished result from its pairs, no episode run
+    from benchmarks.state_model_ranking import main
+
+    done = tmp_path / "state.json"
+    done.write_text(json.dumps({"seed": 7, "episodes_per_task": 20, "policies": {n: {} for n in real},
+                                "resolved_pairs": {"pairs": [list(x) for x in pairs]}}))
+    assert main(["--rescore", "--pixel", str(f), "--out", str(done)]) == 2  # no pairs beside it yet
+    np.savez(tmp_path / "state.pairs.npz", **{f"{n}/real": v for n, v in real.items()})
+    assert main(["--rescore", "--out", str(done)]) == 2  # no --pixel
+    assert main(["--rescore", "--pixel", str(f), "--out", str(done)]) == 0
+    block = json.loads(done.read_text())["pixel"]
+    want = pixel_readings(pixel, real, got, pairs)
+    assert block["file"] == str(f) and block["readings"] == want["readings"]
+    assert block["real_outcomes_match"] == {"good": True, "mid": True, "bad": True}
 
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys):
@@ -139,6 +153,10 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     assert "--pixel" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
     # --policy: a missing folder, or a name the run's own policies use, fails before any work
     ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=8, layers=1)).save_pretrained(tmp_path / "od_arm", {})
+    # --renderer: a folder without a learned renderer fails before any work
+    assert main(["--run-dir", str(tmp_path), "--renderer", "od_arm", "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {tmp_path / 'od_arm' / 'config.json'} has kind=None") and "\n" not in err
     assert main(["--run-dir", str(tmp_path), "--policy", "mine", str(tmp_path / "nope"), "--out", out]) == 2
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope'} has no config.json; expected a policy folder written by save_pretrained"
     policy = tmp_path / "pol"

@@ -1,0 +1,184 @@
+"""worldmodels.state_renderer: a learned renderer that draws the scene at given states from a real anchor
+frame, and the state-model world drawn by it (benchmarks._split_worlds.StateModelVectorEnv(renderer=...))."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from benchmarks._split_worlds import StateModelVectorEnv
+from imagination.coevolution import record_rollouts
+from wmrl.errors import CheckpointError, DatasetError, WmrlError
+from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+from worldmodels.state_renderer import (
+    StateRenderer,
+    StateRendererConfig,
+    fit_scene_projection,
+    fit_state_renderer,
+    held_out_video,
+    main,
+    scene_arrays,
+)
+
+SIZE = 32
+TASKS = ["PushCube-v0", "LiftCube-v0"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    """Real expert episodes (noise 0.3) of two tasks at 32x32, with their environment states."""
+    env = envs.make_vec(TASKS * 4, 8, image_size=SIZE, autoreset_mode="same_step", seed=0)
+    expert = envs.make_expert(env, noise=0.3, seed=0)
+    traj, _ = record_rollouts(env, lambda obs, instr: expert.act()[:, None], 16, 1, seed=0)
+    env.close()
+    return traj
+
+
+def _config(**kw) -> StateRendererConfig:
+    return StateRendererConfig(image_size=SIZE, channels=[8, 16, 16, 16], **kw)
+
+
+def test_projection_puts_each_cube_and_the_gripper_where_the_frames_show_them(data):
+    from worldmodels.modeling_common import object_masks, to_unit
+    from worldmodels.object_projection import mask_centroids, project
+
+    c = _config()
+    proprio, objs = scene_arrays(data, c)
+    coef = fit_scene_projection(data.images, proprio, objs, c)
+    assert coef.shape == (4, 10, 2)
+    f = to_unit(torch.from_numpy(data.images))
+    masks = torch.cat([object_masks(f, (tuple(col),), c.object_color_cos) for col in c.object_colors], 1).numpy()
+    cen, vis = mask_centroids(masks)
+    vis &= (np.abs(objs[..., :2]) <= c.workspace_m).all(-1)
+    err = np.linalg.norm(project(coef[:3], objs.astype(np.float64)) - cen, axis=-1)[vis]
+    assert vis.sum() > 100 and np.median(err) < 1.0  # pixels, at 32x32
+
+
+def test_fit_learns_to_draw_the_moved_scene_better_than_the_anchor_and_round_trips(data, tmp_path):
+    model, metrics = fit_state_renderer(data, _config(steps=150, batch_size=16, test_fraction=0.25), progress=False)
+    assert metrics["test_episodes"] == 4 and metrics["test_frames"] > 50
+    # drawn from each held-out episode's first frame at the real states: closer to the real frames than
+    # that first frame left as it is (the arm and the cubes moved)
+    assert metrics["psnr_db"] > metrics["anchor_psnr_db"] + 3.0, metrics
+    model.save_pretrained(tmp_path / "r", metrics)
+    back = StateRenderer.from_pretrained(tmp_path / "r")
+    proprio, objs = scene_arrays(data, model.config)
+    a, t = np.zeros(5, np.int64), np.arange(10, 15)
+    args = (data.images[a], proprio[a], objs[a], proprio[t], objs[t])
+    drawn = model.draw(*args)
+    assert drawn.dtype == np.uint8 and drawn.shape == (5, SIZE, SIZE, 3)
+    np.testing.assert_array_equal(back.draw(*args), drawn)
+    # a state that moves nothing draws (close to) the anchor itself
+    same = model.draw(data.images[a], proprio[a], objs[a], proprio[a], objs[a]).astype(float)
+    assert np.abs(same - data.images[a]).mean() < np.abs(drawn.astype(float) - data.images[a]).mean()
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["metrics"]["psnr_db"] == metrics["psnr_db"]
+    video = held_out_video(model, data, metrics["test_episode_indices"], tmp_path / "r" / "held_out.mp4")
+    assert video.stat().st_size > 1000
+
+
+def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
+    with pytest.raises(DatasetError, match="needs the dataset's observation.environment_state"):
+        fit_state_renderer(replace(data, env_states=None), _config(steps=1), progress=False)
+    with pytest.raises(DatasetError, match=r"dataset frames are \(32, 32, 3\); the renderer draws \(64, 64, 3\)"):
+        fit_state_renderer(data, StateRendererConfig(steps=1), progress=False)
+    m = StateRenderer(_config())
+    with pytest.raises(WmrlError, match=r"got objs \(2, 2, 3\); expected \(N=2, 3, 3\)"):
+        m.draw(data.images[:2], data.states[:2], np.zeros((2, 3, 3)), data.states[:2], np.zeros((2, 2, 3)))
+    with pytest.raises(WmrlError, match=r"got frames \(2, 16, 16, 3\)"):
+        m.draw(np.zeros((2, 16, 16, 3), np.uint8), data.states[:2], np.zeros((2, 3, 3)), data.states[:2], np.zeros((2, 3, 3)))
+    with pytest.raises(CheckpointError, match="is not a state-renderer checkpoint"):
+        StateRenderer.from_pretrained(tmp_path / "none")
+    m.save_pretrained(tmp_path / "r")
+    (tmp_path / "r" / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json is corrupt"):
+        StateRenderer.from_pretrained(tmp_path / "r")
+    ObjectDynamics(ObjectDynamicsConfig()).save_pretrained(tmp_path / "od")  # another kind of checkpoint
+    with pytest.raises(CheckpointError, match="has kind=None, format_version=1; expected 'state_renderer', 1"):
+        StateRenderer.from_pretrained(tmp_path / "od")
+    with pytest.raises(Exception, match="image_size=12 must be a multiple of 8"):
+        StateRendererConfig(image_size=12)
+    assert main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and not (tmp_path / "x").exists()
+
+
+def _arm_model() -> ObjectDynamics:
+    """An arm-and-object model whose tcp moves 1 cm along x every step and whose cubes stay put."""
+    m = ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=8, layers=1))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.arm[-1].bias[0] = 0.01
+    return m.eval()
+
+
+def test_state_world_drawn_by_the_renderer_draws_from_each_episodes_real_first_frame():
+    torch.manual_seed(0)
+    renderer = StateRenderer(_config())  # untrained: the wiring, not the quality, is under test
+    env = StateModelVectorEnv(
+        envs.make_vec(TASKS, 2, image_size=SIZE, autoreset_mode="same_step", max_episode_steps=3, seed=0),
+        _arm_model(), renderer=renderer,
+    )
+    obs, _ = env.reset(seed=[5, 6])
+    first, first_state = obs["image"].copy(), obs["state"].copy()
+    objs0 = env.rollout.objs.numpy().copy()
+    for t in range(3):
+        obs, _, term, trunc, info = env.step(np.zeros((2, 7), np.float32))
+        if t < 2:
+            want = renderer.draw(first, first_state, objs0, env.rollout.now.numpy(), env.rollout.objs.numpy())
+            np.testing.assert_array_equal(obs["image"], want)
+            np.testing.assert_allclose(obs["state"][:, 0], first_state[:, 0] + 0.01 * (t + 1), atol=1e-5)
+    assert trunc.all() and "final_obs" in info
+    # the autoreset episode shows its real first frame, and the next draws are anchored on it
+    assert env.real_sim_calls["render_states"] == 0
+    new_first = obs["image"].copy()
+    assert not np.array_equal(new_first, first)
+    obs, *_ = env.step(np.zeros((2, 7), np.float32))
+    want = renderer.draw(new_first, env._anchor["proprio"], env._anchor["objs"], env.rollout.now.numpy(), env.rollout.objs.numpy())
+    np.testing.assert_array_equal(obs["image"], want)
+    env.close()
+    with pytest.raises(WmrlError, match="renderer draws 32x32 frames; the env's are 64x64"):
+        StateModelVectorEnv(envs.make_vec(TASKS, 2, seed=0), _arm_model(), renderer=renderer)
+
+
+def test_real_env_drawn_by_the_renderer_keeps_the_real_dynamics_and_draws_from_real_states():
+    from benchmarks._split_worlds import RendererDrawnRealEnv
+
+    torch.manual_seed(0)
+    renderer = StateRenderer(_config())
+
+    def real():
+        return envs.make_vec(TASKS, 2, image_size=SIZE, autoreset_mode="same_step", max_episode_steps=3, seed=0)
+
+    twin, env = real(), RendererDrawnRealEnv(real(), renderer)
+    obs_t, _ = twin.reset(seed=[3, 4])
+    obs, _ = env.reset(seed=[3, 4])
+    np.testing.assert_array_equal(obs["image"], obs_t["image"])  # the first frame is real
+    first, first_state = obs["image"].copy(), obs["state"].copy()
+    objs0 = twin.unwrapped.environment_state()[:, :9].reshape(2, 3, 3).astype(np.float32)
+    for t in range(4):
+        a = np.random.default_rng(t).uniform(-1, 1, (2, 7)).astype(np.float32)
+        obs_t, r_t, term_t, trunc_t, info_t = twin.step(a)
+        obs, r, term, trunc, info = env.step(a)
+        np.testing.assert_array_equal(obs["state"], obs_t["state"])
+        np.testing.assert_array_equal(r, r_t)
+        assert (term == term_t).all() and (trunc == trunc_t).all() and (info["success"] == info_t["success"]).all()
+        objs = twin.unwrapped.environment_state()[:, :9].reshape(2, 3, 3).astype(np.float32)
+        if t < 2:
+            np.testing.assert_array_equal(obs["image"], renderer.draw(first, first_state, objs0, obs_t["state"], objs))
+        elif t == 2:  # the time limit: autoreset shows the real first frame of the next episode
+            assert trunc.all()
+            np.testing.assert_array_equal(obs["image"], obs_t["image"])
+            first, first_state, objs0 = obs["image"].copy(), obs["state"].copy(), objs
+        else:
+            np.testing.assert_array_equal(obs["image"], renderer.draw(first, first_state, objs0, obs_t["state"], objs))
+    env.close()
+    twin.close()
+    with pytest.raises(WmrlError, match="autoresets on the same step"):
+        RendererDrawnRealEnv(envs.make_vec(TASKS, 2, image_size=SIZE, seed=0), renderer)
+
