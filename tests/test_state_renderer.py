@@ -89,6 +89,8 @@ def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
     m = StateRenderer(_config())
     with pytest.raises(WmrlError, match=r"got objs \(2, 2, 3\); expected \(N=2, 3, 3\)"):
         m.draw(data.images[:2], data.states[:2], np.zeros((2, 3, 3)), data.states[:2], np.zeros((2, 2, 3)))
+    with pytest.raises(WmrlError, match=r"got proprio \(2, 5\); expected \(N=2, P >= 7\)"):
+        m.draw(data.images[:2], data.states[:2], np.zeros((2, 3, 3)), data.states[:2, :5], np.zeros((2, 3, 3)))
     with pytest.raises(WmrlError, match=r"got frames \(2, 16, 16, 3\)"):
         m.draw(np.zeros((2, 16, 16, 3), np.uint8), data.states[:2], np.zeros((2, 3, 3)), data.states[:2], np.zeros((2, 3, 3)))
     with pytest.raises(CheckpointError, match="is not a state-renderer checkpoint"):

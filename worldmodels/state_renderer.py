@@ -189,8 +189,11 @@ class StateRenderer(nn.Module):
                             f"{c.image_size}, 3)")
         for name, arr, shape in (("anchor_proprio", anchor_proprio, None), ("proprio", proprio, None),
                                  ("anchor_objs", anchor_objs, (c.num_objects, 3)), ("objs", objs, (c.num_objects, 3))):
-            if len(arr) != n or (shape is not None and arr.shape[1:] != shape) or (shape is None and arr.ndim != 2):
-                want = f"(N={n}, {c.num_objects}, 3)" if shape else f"(N={n}, P)"
+            p_min = max(*c.tcp_dims, c.finger_dim) + 1
+            if len(arr) != n or (shape is not None and arr.shape[1:] != shape) or (
+                shape is None and (arr.ndim != 2 or arr.shape[1] < p_min)
+            ):
+                want = f"(N={n}, {c.num_objects}, 3)" if shape else f"(N={n}, P >= {p_min})"
                 raise WmrlError(f"StateRenderer.draw got {name} {arr.shape}; expected {want}")
         out = []
         dev = self.device
