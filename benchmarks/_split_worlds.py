@@ -282,6 +282,30 @@ class ModelDrawnRealWorld:
         return obs, hit.astype(np.float32), hit.copy(), ended & ~hit, info
 
 
+class RendererAnchors:
+    """What a learned :class:`worldmodels.state_renderer.StateRenderer` draws from: each sub-env's real first
+    frame of its episode and its states there (``arrays``: ``image`` uint8 (N, H, W, 3), ``proprio`` (N, P),
+    ``objs`` (N, O, 3); None before the first reset)."""
+
+    def __init__(self, renderer: Any):
+        self.renderer = renderer.eval()
+        self.arrays: dict[str, np.ndarray] | None = None
+
+    def set(self, mask: np.ndarray, image: np.ndarray, proprio: np.ndarray, objs: np.ndarray) -> None:
+        """The sub-envs in ``mask`` (N,) start an episode: (N, ...) arrays of every sub-env, of which the
+        masked rows are kept (the first call keeps all)."""
+        new = {"image": np.asarray(image), "proprio": np.asarray(proprio, np.float32), "objs": np.asarray(objs, np.float32)}
+        if self.arrays is None:
+            self.arrays = {k: v.copy() for k, v in new.items()}
+        for k, v in new.items():
+            self.arrays[k][mask] = v[mask]
+
+    def draw(self, proprio: np.ndarray, objs: np.ndarray) -> np.ndarray:
+        """The frames uint8 (N, H, W, 3) at proprio (N, P) and object positions (N, O, 3)."""
+        a = self.arrays
+        return self.renderer.draw(a["image"], a["proprio"], a["objs"], proprio, objs)
+
+
 class RendererDrawnRealEnv(gymnasium.vector.VectorWrapper):
     """The real built-in suite (its physics and success) with its frames drawn by a learned renderer: a
     :class:`worldmodels.state_renderer.StateRenderer` draws each observation's frame from the sub-env's real
@@ -311,44 +335,36 @@ class RendererDrawnRealEnv(gymnasium.vector.VectorWrapper):
             raise WmrlError(f"renderer draws {renderer.config.image_size}x{renderer.config.image_size} frames; the "
                             f"env's are {sim.image_size}x{sim.image_size}")
         super().__init__(env)
-        self.renderer = renderer.eval()
-        self._anchor: dict[str, np.ndarray] | None = None
+        self.anchors = RendererAnchors(renderer)
 
     def _objs(self) -> np.ndarray:
         """The real object positions (N, O, 3): the environment state's first 3 O dims."""
-        o = self.renderer.config.num_objects
+        o = self.anchors.renderer.config.num_objects
         return np.asarray(self.env.unwrapped.environment_state()[:, : 3 * o], np.float32).reshape(-1, o, 3)
-
-    def _set_anchor(self, mask: np.ndarray, obs: dict[str, np.ndarray]) -> None:
-        new = {"image": np.asarray(obs["image"]), "proprio": np.asarray(obs["state"], np.float32), "objs": self._objs()}
-        if self._anchor is None:
-            self._anchor = {k: v.copy() for k, v in new.items()}
-        for k, v in new.items():
-            self._anchor[k][mask] = v[mask]
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
         from envs.base import reset_mask_from_options
 
         obs, info = self.env.reset(seed=seed, options=options)
         mask = reset_mask_from_options(options, self.num_envs)
-        if self._anchor is None and not mask.all():
+        if self.anchors.arrays is None and not mask.all():
             from wmrl.errors import WmrlError
 
             raise WmrlError("RendererDrawnRealEnv: the first reset must reset every sub-env (no reset_mask)")
-        self._set_anchor(mask, obs)
+        self.anchors.set(mask, obs["image"], obs["state"], self._objs())
         return obs, info
 
     def step(self, actions: np.ndarray):
         from wmrl.errors import WmrlError
 
-        if self._anchor is None:
+        if self.anchors.arrays is None:
             raise WmrlError("RendererDrawnRealEnv.step before reset; call reset() first")
         obs, reward, term, trunc, info = self.env.step(actions)
         done = np.asarray(term, bool) | np.asarray(trunc, bool)
-        a = self._anchor
-        drawn = self.renderer.draw(a["image"], a["proprio"], a["objs"], np.asarray(obs["state"], np.float32), self._objs())
+        objs = self._objs()
+        drawn = self.anchors.draw(np.asarray(obs["state"], np.float32), objs)
         if done.any():  # those sub-envs restarted: their frame is real, and their new anchor
-            self._set_anchor(done, obs)
+            self.anchors.set(done, obs["image"], obs["state"], objs)
         obs = {**obs, "image": np.where(done[:, None, None, None], obs["image"], drawn)}
         return obs, reward, term, trunc, info
 
@@ -508,8 +524,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
                 f"renderer draws {renderer.config.image_size}x{renderer.config.image_size} frames; the env's are "
                 f"{env.image_size}x{env.image_size}"
             )
-        self.renderer = None if renderer is None else renderer.eval()
-        self._anchor: dict[str, np.ndarray] | None = None  # the renderer's anchors: each sub-env's real first frame
+        self.anchors = None if renderer is None else RendererAnchors(renderer)
         self.real_steps, self.share_prefix, self.train_on = int(real_steps), int(share_prefix), train_on
         self.prefix_after_autoreset = bool(prefix_after_autoreset)
         self._prefixed = np.ones(env.num_envs, bool)  # whose current episode gets the real prefix
@@ -552,14 +567,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             self.rollout = StateModelRollout(self.models, ctx, self.task_ids, self.success_rule, self.advance)
         else:
             self.rollout.restart(ids, proprio, env_state)
-        if self.renderer is not None:
-            if self._anchor is None:
-                self._anchor = {"image": obs["image"].copy(), "proprio": obs["state"].astype(np.float32),
-                                "objs": self.rollout.objs.numpy().astype(np.float32)}
-            else:
-                self._anchor["image"][ids] = obs["image"][ids]
-                self._anchor["proprio"][ids] = proprio
-                self._anchor["objs"][ids] = self.rollout.objs[ids].numpy()
+        if self.anchors is not None:
+            self.anchors.set(mask, obs["image"], obs["state"], self.rollout.objs.numpy())
         self._episode_spread[ids] = 0.0
         self._steps[ids] = 0
         self._needs_reset[ids] = False
@@ -608,9 +617,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
 
     def _observe(self) -> dict[str, np.ndarray]:
         now = self.rollout.now.numpy()
-        if self.renderer is not None:
-            a = self._anchor
-            self._frames = self.renderer.draw(a["image"], a["proprio"], a["objs"], now, self.rollout.objs.numpy())
+        if self.anchors is not None:
+            self._frames = self.anchors.draw(now, self.rollout.objs.numpy())
         else:
             self._frames = self.env.render_states(now, self.rollout.objs.numpy())
             self.real_sim_calls["render_states"] += 1

@@ -141,7 +141,7 @@ def test_state_world_drawn_by_the_renderer_draws_from_each_episodes_real_first_f
     new_first = obs["image"].copy()
     assert not np.array_equal(new_first, first)
     obs, *_ = env.step(np.zeros((2, 7), np.float32))
-    want = renderer.draw(new_first, env._anchor["proprio"], env._anchor["objs"], env.rollout.now.numpy(), env.rollout.objs.numpy())
+    want = renderer.draw(new_first, env.anchors.arrays["proprio"], env.anchors.arrays["objs"], env.rollout.now.numpy(), env.rollout.objs.numpy())
     np.testing.assert_array_equal(obs["image"], want)
     env.close()
     with pytest.raises(WmrlError, match="renderer draws 32x32 frames; the env's are 64x64"):

@@ -481,28 +481,19 @@ class WorldModel(nn.Module):
         (uint8 (N, H, W, 3)) and their states (N, D): centroids of each ``object_colors`` mask (an
         object never in view maps off the image: its heatmaps stay zero), then with ``tcp_heatmap``
         the centroid of the dark (gripper) pixels against the tcp xyz."""
-        from worldmodels.object_projection import fit_projection, mask_centroids
+        from worldmodels.object_projection import fit_scene_projection
 
         c = self.config
         rows = np.random.default_rng(0).permutation(len(images))[:max_frames]
-        masks = []
-        for i in range(0, len(rows), 2048):
-            f = to_unit(torch.from_numpy(np.ascontiguousarray(images[rows[i : i + 2048]])))
-            parts = [object_masks(f, (col,), c.object_color_cos) for col in c.object_colors]
-            if c.tcp_heatmap:
-                parts.append((((f + 1.0) * 0.5) <= c.tcp_dark_max).all(dim=-3, keepdim=True))
-            masks.append(torch.cat(parts, dim=-3).numpy())
-        cen, vis = mask_centroids(np.concatenate(masks))
         st = np.asarray(states, np.float64)[rows]
         xyz = st[:, -c.env_state_dim :].reshape(len(rows), -1, 3)
         if c.tcp_heatmap:
             xyz = np.concatenate([xyz, st[:, None, list(c.tcp_dims)]], 1)
-        vis &= (np.abs(xyz[..., :2]) <= c.heatmap_workspace_m).all(-1)  # parked objects: left out
         try:
-            coef = fit_projection(cen, vis, xyz, unseen="offscreen")
+            return fit_scene_projection(images, rows, xyz, c.object_colors, c.object_color_cos,
+                                        c.tcp_dark_max if c.tcp_heatmap else None, c.heatmap_workspace_m)
         except np.linalg.LinAlgError as e:
             raise WmrlError(f"state_heatmaps: the object projection fit failed ({e})") from None
-        return coef
 
     @property
     def heatmap_points(self) -> int:

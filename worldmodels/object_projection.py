@@ -67,6 +67,36 @@ def fit_projection(
     return coef
 
 
+def fit_scene_projection(
+    images: np.ndarray,
+    rows: np.ndarray,
+    xyz: np.ndarray,
+    colors: tuple | list,
+    color_cos: float,
+    tcp_dark_max: float | None = None,
+    workspace_m: float = 1.0,
+    names: tuple[str, ...] = (),
+) -> np.ndarray:
+    """Quadratic xyz -> pixel map per point (P, 10, 2) from the frames ``images[rows]`` (uint8 (N, H, W, 3))
+    and the points' xyz there (len(rows), P, 3) metres. The first ``len(colors)`` points are found by the
+    centroids of their colour masks (:func:`worldmodels.modeling_common.object_masks`, cosine ``color_cos``),
+    and with ``tcp_dark_max`` one more, the gripper, by the centroid of the dark pixels (every channel <=
+    ``tcp_dark_max`` in [0, 1]). A point whose x or y lies beyond ``workspace_m`` (parked) is left out, and
+    one never seen maps off the image. Raises ``np.linalg.LinAlgError`` when the fit fails."""
+    from worldmodels.modeling_common import object_masks, to_unit
+
+    masks = []
+    for i in range(0, len(rows), 2048):
+        f = to_unit(torch.from_numpy(np.ascontiguousarray(images[rows[i : i + 2048]])))
+        parts = [object_masks(f, (tuple(col),), color_cos) for col in colors]
+        if tcp_dark_max is not None:
+            parts.append((((f + 1.0) * 0.5) <= tcp_dark_max).all(dim=-3, keepdim=True))
+        masks.append(torch.cat(parts, dim=-3).numpy())
+    cen, vis = mask_centroids(np.concatenate(masks))
+    vis &= (np.abs(xyz[..., :2]) <= workspace_m).all(-1)  # parked objects: left out
+    return fit_projection(cen, vis, xyz, names=names, unseen="offscreen")
+
+
 def project(coef: np.ndarray | Tensor, xyz: np.ndarray | Tensor) -> np.ndarray | Tensor:
     """xyz (..., O, 3) metres -> image positions (..., O, 2) (row, col), numpy or torch."""
     if isinstance(xyz, Tensor):

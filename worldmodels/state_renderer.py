@@ -268,23 +268,14 @@ def fit_scene_projection(images: np.ndarray, proprio: np.ndarray, objs: np.ndarr
                          max_frames: int = 20000) -> np.ndarray:
     """The quadratic xyz -> pixel map of each object and the tcp (O + 1, 10, 2), fitted on up to
     ``max_frames`` frames uint8 (N, H, W, 3) with their proprio (N, P) and object positions (N, O, 3)."""
-    from worldmodels.modeling_common import object_masks, to_unit
-    from worldmodels.object_projection import fit_projection, mask_centroids
+    from worldmodels.object_projection import fit_scene_projection as fit
 
     c = config
     rows = np.sort(np.random.default_rng(c.seed).permutation(len(images))[:max_frames])
-    masks = []
-    for i in range(0, len(rows), 2048):
-        f = to_unit(torch.from_numpy(np.ascontiguousarray(images[rows[i : i + 2048]])))
-        parts = [object_masks(f, (tuple(col),), c.object_color_cos) for col in c.object_colors]
-        parts.append((((f + 1.0) * 0.5) <= c.tcp_dark_max).all(dim=-3, keepdim=True))
-        masks.append(torch.cat(parts, dim=-3).numpy())
-    cen, vis = mask_centroids(np.concatenate(masks))
     xyz = np.concatenate([objs[rows], proprio[rows][:, None, c.tcp_dims]], 1).astype(np.float64)
-    vis &= (np.abs(xyz[..., :2]) <= c.workspace_m).all(-1)
     names = tuple(f"object {j}" for j in range(c.num_objects)) + ("the gripper (dark pixels)",)
     try:
-        return fit_projection(cen, vis, xyz, names=names, unseen="offscreen")
+        return fit(images, rows, xyz, c.object_colors, c.object_color_cos, c.tcp_dark_max, c.workspace_m, names)
     except np.linalg.LinAlgError as e:
         raise DatasetError(f"the state renderer's projection fit failed ({e})") from None
 
