@@ -300,9 +300,10 @@ class RendererAnchors:
         for k, v in new.items():
             self.arrays[k][mask] = v[mask]
 
-    def draw(self, proprio: np.ndarray, objs: np.ndarray) -> np.ndarray:
-        """The frames uint8 (N, H, W, 3) at proprio (N, P) and object positions (N, O, 3)."""
-        a = self.arrays
+    def draw(self, proprio: np.ndarray, objs: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        """The frames uint8 (M, H, W, 3) of the sub-envs ``ids`` (M,) (default: all N) at proprio (M, P) and
+        object positions (M, O, 3)."""
+        a = self.arrays if ids is None else {k: v[ids] for k, v in self.arrays.items()}
         return self.renderer.draw(a["image"], a["proprio"], a["objs"], proprio, objs)
 
 
@@ -336,6 +337,16 @@ class RendererDrawnRealEnv(gymnasium.vector.VectorWrapper):
                             f"env's are {sim.image_size}x{sim.image_size}")
         super().__init__(env)
         self.anchors = RendererAnchors(renderer)
+        self._frames: np.ndarray | None = None  # the last observation's frames (N, H, W, 3)
+        self._skip: np.ndarray | None = None  # sub-envs whose frames the next step need not draw
+
+    def skip_next_frames(self, skip: np.ndarray) -> None:
+        """The next ``step`` need not draw the frames of the sub-envs in ``skip`` bool (N,), neither the
+        learned drawing nor the simulator's ``final_obs`` (see :mod:`envs.base`); a restarted sub-env shows
+        its real first frame."""
+        from envs.base import check_sub_env_mask
+
+        self._skip = check_sub_env_mask(skip, self.num_envs, "skip")
 
     def _objs(self) -> np.ndarray:
         """The real object positions (N, O, 3): the environment state's first 3 O dims."""
@@ -352,6 +363,9 @@ class RendererDrawnRealEnv(gymnasium.vector.VectorWrapper):
 
             raise WmrlError("RendererDrawnRealEnv: the first reset must reset every sub-env (no reset_mask)")
         self.anchors.set(mask, obs["image"], obs["state"], self._objs())
+        if self._frames is not None:  # the others keep the frame they showed
+            obs = {**obs, "image": np.where(mask[:, None, None, None], obs["image"], self._frames)}
+        self._frames = obs["image"]
         return obs, info
 
     def step(self, actions: np.ndarray):
@@ -359,14 +373,20 @@ class RendererDrawnRealEnv(gymnasium.vector.VectorWrapper):
 
         if self.anchors.arrays is None:
             raise WmrlError("RendererDrawnRealEnv.step before reset; call reset() first")
+        skip, self._skip = self._skip, None
+        if skip is not None:  # the simulator's frames of those (their final_obs) need not be drawn either
+            self.env.unwrapped.skip_next_frames(skip)
         obs, reward, term, trunc, info = self.env.step(actions)
         done = np.asarray(term, bool) | np.asarray(trunc, bool)
         objs = self._objs()
-        drawn = self.anchors.draw(np.asarray(obs["state"], np.float32), objs)
-        if done.any():  # those sub-envs restarted: their frame is real, and their new anchor
+        image = np.where(done[:, None, None, None], obs["image"], self._frames)  # restarted: real, the new anchor
+        ids = np.flatnonzero(~done if skip is None else ~done & ~skip)
+        if len(ids):
+            image[ids] = self.anchors.draw(np.asarray(obs["state"], np.float32)[ids], objs[ids], ids)
+        if done.any():
             self.anchors.set(done, obs["image"], obs["state"], objs)
-        obs = {**obs, "image": np.where(done[:, None, None, None], obs["image"], drawn)}
-        return obs, reward, term, trunc, info
+        self._frames = image
+        return {**obs, "image": image}, reward, term, trunc, info
 
 
 def check_state_model(model: Any, proprio_dim: int) -> None:
@@ -544,9 +564,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         self._steps = np.zeros(self.num_envs, np.int64)
         self._needs_reset = np.zeros(self.num_envs, bool)
         self._frames: np.ndarray | None = None  # the last observation's frames (N, H, W, 3)
+        self._skip: np.ndarray | None = None  # sub-envs whose frames the next step need not draw
         self.rollout: StateModelRollout | None = None
         # what was asked of the real simulator: reset calls (each draws every sub-env once), the sub-envs
-        # they reset, render_states calls (N frames each); with real_steps, the sub-env physics steps taken
+        # they reset, render_states calls (each draws the sub-envs not skipped); with real_steps, the sub-env physics steps taken
         # (compute) and those of sub-envs in their prefix (real experience: the real env steps used)
         self.real_sim_calls = {
             "resets": 0, "sub_env_resets": 0, "render_states": 0, "physics_steps": 0, "prefix_steps": 0
@@ -615,13 +636,34 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
                 "prefix needs every group to reset with one seed (GRPO's group-shared starts)"
             )
 
-    def _observe(self) -> dict[str, np.ndarray]:
-        now = self.rollout.now.numpy()
-        if self.anchors is not None:
-            self._frames = self.anchors.draw(now, self.rollout.objs.numpy())
+    def skip_next_frames(self, skip: np.ndarray) -> None:
+        """The next ``step`` need not draw the frames of the sub-envs in ``skip`` bool (N,): their image
+        rows there (observation and ``final_obs``) hold their last frame; a sub-env restarted on that step
+        shows its real first frame (see :mod:`envs.base`)."""
+        from envs.base import check_sub_env_mask
+
+        self._skip = check_sub_env_mask(skip, self.num_envs, "skip")
+
+    def _observe(self, undrawn: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The observation at the model's states; the sub-envs in ``undrawn`` bool (N,) keep their last
+        frame (skipped, or shown from elsewhere: the real prefix's, a restart's)."""
+        now, objs = self.rollout.now.numpy(), self.rollout.objs.numpy()
+        if undrawn is None or self._frames is None:
+            ids, frames = None, None
         else:
-            self._frames = self.env.render_states(now, self.rollout.objs.numpy())
-            self.real_sim_calls["render_states"] += 1
+            ids, frames = np.flatnonzero(~undrawn), self._frames.copy()
+        if ids is None or len(ids):
+            sel = slice(None) if ids is None else ids
+            if self.anchors is not None:
+                drawn = self.anchors.draw(now[sel], objs[sel], ids)
+            else:
+                drawn = self.env.render_states(now[sel], objs[sel], ids)
+                self.real_sim_calls["render_states"] += 1
+            if frames is None:
+                frames = drawn
+            else:
+                frames[ids] = drawn
+        self._frames = frames
         return {"image": self._frames, "state": now.astype(np.float32)}
 
     def _info(self, success: np.ndarray) -> dict[str, Any]:
@@ -638,13 +680,19 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         if self.rollout is None:
             raise WmrlError("StateModelVectorEnv.step before reset; call reset() first")
         a = check_actions(actions, self.num_envs)
+        skip, self._skip = self._skip, None
+        undrawn = np.zeros(self.num_envs, bool) if skip is None else skip.copy()
         next_step = self._autoreset == AutoresetMode.NEXT_STEP
         pending = self._needs_reset.copy() if next_step else np.zeros(self.num_envs, bool)
         prefix = (self._steps < self.real_steps) & self._prefixed  # sub-envs still in their episode's real prefix
         if self.share_prefix > 1 and prefix.any():  # the members follow their leader through the prefix
             lead = np.repeat(a[:: self.share_prefix], self.share_prefix, axis=0)
             a = np.where(prefix[:, None], lead, a).astype(np.float32)
-        phys = self._real_step(a, prefix) if prefix.any() else None
+        phys = None
+        if prefix.any():  # the physics draws only what is shown of it: the prefix sub-envs' frames
+            self.env.skip_next_frames(undrawn | ~prefix)
+            phys = self._real_step(a, prefix)
+            undrawn |= prefix
         success = self.rollout.step(a[:, None])
         check_finite("state model prediction", self.rollout.now)
         check_finite("state model prediction", self.rollout.objs)
@@ -686,7 +734,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         if self.train_on != "all":  # the steps whose chunks RL leaves out
             info["untrained"] = prefix.copy() if self.train_on == "branch" else ~prefix
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
-            final_obs, final_instr = self._observe(), list(self.instructions)
+            final_obs, final_instr = self._observe(undrawn), list(self.instructions)
             if phys is not None:  # the real prefix shows the physics' own observations
                 final_obs = self._with_real(prefix, phys[1], final_obs)
             real = self._real_reset(done)
@@ -698,7 +746,7 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             info["_final_obs"], info["_final_info"] = done.copy(), done.copy()
             info["instruction"] = list(self.instructions)
         else:
-            obs = self._observe()
+            obs = self._observe(undrawn | pending)
             if phys is not None:
                 obs = self._with_real(prefix, phys[1], obs)
                 self._frames = obs["image"]

@@ -135,11 +135,17 @@ def _run_batch(env: Any, actor: _Actor, seeds: list[int], max_steps: int, record
     frames: list[list[np.ndarray]] = [[obs["image"][i].copy()] for i in range(record)]
     queue: np.ndarray | None = None
     qpos = 0
+    skip_frames = getattr(env, "skip_next_frames", None)  # frames nobody reads need not be drawn
     for _ in range(max_steps + 1):
         if queue is None or qpos >= queue.shape[1]:
             queue, qpos = actor.chunk(obs, info, env), 0
         a = queue[:, qpos]
         qpos += 1
+        if skip_frames is not None:
+            # read: by the actor at a chunk's end (not for an ended episode), and by the videos
+            skip = done.copy() if qpos >= queue.shape[1] else np.ones(n, bool)
+            skip[:record] = done[:record]
+            skip_frames(skip)
         obs, _, term, trunc, info = env.step(a)
         live = ~done
         success |= live & np.asarray(info["success"], bool)

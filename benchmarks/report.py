@@ -319,6 +319,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "gymnasium Pusher-v5 + 64x64 render: steps/s (peer)", "pusher_v5_steps_per_s", ""),
     ("sim_throughput.json", "built-in render options, 16 envs: slowdown of shadows / supersample 2",
      lambda d: " / ".join(f"{_fmt(_get(d, f'render_option_cost.{k}'))}x" for k in ("shadows", "supersample2")), ""),
+    ("chunk_end_frames.json", "frames drawn only where read (chunk ends, videos): speedup in the real sim / "
+     "state model / learned renderer / renderer-drawn real / main-job evaluation; outcomes identical",
+     lambda d: " / ".join(f"{_fmt(_get(d, f'worlds.{w}.speedup'))}x" for w in
+                          ("real", "state_model", "learned_renderer", "learned_renderer_real_dynamics"))
+     + f" / {_fmt(_get(d, 'evaluation.speedup'))}x; {_fmt(d.get('outcomes_identical'))}", "identical"),
     ("expert_calibration.json", "scripted experts, worst task at noise 0 (100 episodes each)", "min_success_at_noise_0", ">= 0.95"),
     ("expert_calibration.json", "scripted experts, mean success at noise 0 / 0.25 / 0.5 / 1.0",
      lambda d: " / ".join(_fmt(v) for v in d["mean_success_by_noise"].values()), "graded"),

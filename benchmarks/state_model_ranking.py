@@ -86,9 +86,12 @@ def episode_successes(
     episodes_per_task: int,
     seed: int,
     horizon_chunks: int,
+    frames: str = "chunk_end",
 ) -> np.ndarray:
     """Success of ``policy`` (its mean action; action chunks) in the env ``make_env(task, n)`` returns (a
-    not-chunked VectorEnv that autoresets on the same step) from the starts ``seed + 1000 * i + e``.
+    not-chunked VectorEnv that autoresets on the same step) from the starts ``seed + 1000 * i + e``. The
+    policy reads frames at chunk ends only, so by default no other frame is drawn (``frames`` of
+    :class:`envs.wrappers.ActionChunkWrapper`; ``"all"`` draws every one, with the same outcomes).
 
     Returns bool (E,) over E = len(tasks) x episodes_per_task episodes, task-major: whether each
     episode's first ``horizon_chunks`` chunks reached success."""
@@ -98,7 +101,7 @@ def episode_successes(
     out = []
     for ti, task in enumerate(tasks):
         n = episodes_per_task
-        env = ActionChunkWrapper(make_env(task, n), policy.chunk_size)
+        env = ActionChunkWrapper(make_env(task, n), policy.chunk_size, frames=frames)
         try:
             obs, info = env.reset(seed=[seed + 1000 * ti + e for e in range(n)])
             reseed_noise(policy, NOISE_SEED * seed + ti)

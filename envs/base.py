@@ -15,6 +15,11 @@ A backend returns a :class:`gymnasium.vector.VectorEnv` with:
   ``info["instruction"]``; the task id of every sub-env: ``env.task_ids``.
 * per-env autoreset (``metadata["autoreset_mode"]``; gymnasium's NEXT_STEP by default,
   SAME_STEP on request) and reset of a subset: ``reset(options={"reset_mask": mask})``.
+* optionally, ``skip_next_frames(skip)`` with ``skip`` bool ``(N,)``: the next ``step`` need not draw
+  the frames of those sub-envs, for a caller that reads frames only at some steps (a policy that acts
+  on chunk ends: ``ActionChunkWrapper(..., frames="chunk_end")``). Their image rows in that step's
+  observation and ``final_obs`` then hold the last frame drawn for them, except a sub-env restarted on
+  that step, whose first frame is always drawn. A backend without it draws every frame.
 
 Action chunks (K steps) are stepped by :class:`envs.wrappers.ActionChunkWrapper`, never by a
 backend.
@@ -64,13 +69,16 @@ def check_actions(actions, num_envs: int, action_dim: int = ACTION_DIM) -> np.nd
     return np.clip(a, -1.0, 1.0)
 
 
+def check_sub_env_mask(mask, num_envs: int, name: str) -> np.ndarray:
+    """``mask`` as a boolean ``(num_envs,)`` array; a one-line error naming ``name`` otherwise."""
+    m = np.asarray(mask)
+    if m.shape != (num_envs,) or m.dtype != np.bool_:
+        raise WmrlError(f"{name} has shape {m.shape} and dtype {m.dtype}; expected bool ({num_envs},)")
+    return m
+
+
 def reset_mask_from_options(options: dict | None, num_envs: int) -> np.ndarray:
     """The boolean ``(num_envs,)`` mask of sub-envs to reset (all when no ``reset_mask``)."""
     if not options or options.get("reset_mask") is None:
         return np.ones(num_envs, dtype=bool)
-    mask = np.asarray(options["reset_mask"])
-    if mask.shape != (num_envs,) or mask.dtype != np.bool_:
-        raise WmrlError(
-            f"reset_mask has shape {mask.shape} and dtype {mask.dtype}; expected bool ({num_envs},)"
-        )
-    return mask
+    return check_sub_env_mask(options["reset_mask"], num_envs, "reset_mask")

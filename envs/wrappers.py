@@ -23,15 +23,28 @@ class ActionChunkWrapper(VectorWrapper):
     ensemble gate), the chunk's ``gate_ok`` is True where every executed step was; when it reports
     ``info["untrained"]`` (N,) (a step RL should not train on), the chunk's is True where any executed
     step was.
+
+    ``frames="chunk_end"``: the caller reads only the observation a chunk returns (a policy acting on
+    chunk ends, an evaluation), so the steps inside a chunk need not draw frames. When the wrapped env
+    has ``skip_next_frames`` (:mod:`envs.base`) it is told to skip every sub-env's frames on all steps
+    but a chunk's last, and there those of the sub-envs that ended inside the chunk; ``info`` has no
+    ``chunk_frames``. The returned observations are the ones ``frames="all"`` returns (a sub-env that
+    ended inside the chunk shows its restarted first frame, always drawn), but the ``final_obs`` images
+    of steps inside a chunk are stale, so a caller that bootstraps from them (PPO's truncated episodes)
+    keeps ``"all"``: every step's frames, in ``chunk_frames``.
     """
 
-    def __init__(self, env: VectorEnv, chunk_size: int):
+    def __init__(self, env: VectorEnv, chunk_size: int, frames: str = "all"):
         super().__init__(env)
         if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
             raise BadActionError("ActionChunkWrapper needs an env made with autoreset_mode='same_step'")
         if chunk_size < 1:
             raise BadActionError(f"chunk_size={chunk_size} must be >= 1")
+        if frames not in ("all", "chunk_end"):
+            raise BadActionError(f"frames={frames!r}; expected 'all' or 'chunk_end'")
         self.chunk_size = int(chunk_size)
+        self.frames = frames
+        self._skip_frames = getattr(env, "skip_next_frames", None) if frames == "chunk_end" else None
 
     def step(self, actions):
         a = np.asarray(actions, dtype=np.float32)
@@ -59,6 +72,8 @@ class ActionChunkWrapper(VectorWrapper):
             # Sub-envs already done this chunk repeat a zero action; their results are ignored
             # (the env has autoreset them; we keep their post-reset obs from that step).
             step_a = np.where(active[:, None], a[:, t], 0.0).astype(np.float32)
+            if self._skip_frames is not None:  # only the chunk's last frames of the sub-envs still in it
+                self._skip_frames(np.ones(n, bool) if t < k - 1 else ~active)
             o, r, te, tr, inf = self.env.step(step_a)
             valid[:, t] = active
             rewards[:, t] = np.where(active, r, 0.0)
@@ -73,9 +88,10 @@ class ActionChunkWrapper(VectorWrapper):
             done = active & (te | tr)
             terminated |= active & te
             truncated |= active & tr
-            if frames is None:
-                frames = np.zeros((n, k) + o["image"].shape[1:], np.uint8)
-            frames[active, t] = (inf["final_obs"]["image"] if "final_obs" in inf else o["image"])[active]
+            if self.frames == "all":
+                if frames is None:
+                    frames = np.zeros((n, k) + o["image"].shape[1:], np.uint8)
+                frames[active, t] = (inf["final_obs"]["image"] if "final_obs" in inf else o["image"])[active]
             if held is None:
                 held = {key: v.copy() for key, v in o.items()}
             else:
@@ -97,8 +113,9 @@ class ActionChunkWrapper(VectorWrapper):
             "instruction": list(getattr(self.env.unwrapped, "instructions", info.get("instruction", []))),
             "chunk_valid": valid,
             "chunk_rewards": rewards,
-            "chunk_frames": frames,
         }
+        if self.frames == "all":
+            out_info["chunk_frames"] = frames
         if gate_ok is not None:
             out_info["gate_ok"] = gate_ok
         if untrained is not None:

@@ -239,7 +239,8 @@ def paired_episodes(
         n = episodes_per_task
         seeds = [seed + 1000 * ti + e for e in range(n)]
         real = ActionChunkWrapper(
-            envs.make_vec(task, n, image_size=image_size, autoreset_mode="same_step", **(render or {})), k
+            envs.make_vec(task, n, image_size=image_size, autoreset_mode="same_step", **(render or {})), k,
+            frames="chunk_end",
         )
         icfg = dataclasses.replace(imagination, num_envs=n, horizon=horizon_chunks, gate="mask", chunk_size=k)
         obs_r, info_r = real.reset(seed=seeds)

@@ -83,12 +83,16 @@ class BatchRenderer:
         self._scratch = mujoco.MjData(model)
         self._buf = np.empty((self.height, self.width, 3), dtype=np.uint8)
 
-    def render(self, qpos: np.ndarray, mocap_pos: np.ndarray) -> list[np.ndarray]:
+    def render(self, qpos: np.ndarray, mocap_pos: np.ndarray, slots: np.ndarray | None = None) -> list[np.ndarray]:
         """Render every camera for each state.
 
         Args:
             qpos: (N, nq) joint positions.
             mocap_pos: (N, nmocap, 3) mocap body positions.
+            slots: int (N,), distinct: the place of each state in the batch it belongs to (default
+                ``arange(N)``). A frame is drawn in the tile its slot gives, and the rasteriser can differ
+                by a pixel between tiles, so a subset of a batch drawn with its sub-envs' indices as
+                slots gets exactly the pixels the whole batch gets.
 
         Returns:
             one uint8 array (N, size, size, 3) per camera, upright.
@@ -97,13 +101,17 @@ class BatchRenderer:
         ncam = len(self._cams)
         out = [np.empty((n, self.size, self.size, 3), np.uint8) for _ in range(ncam)]
         per_pass = self.cols * self.rows
-        jobs = [(i, c) for i in range(n) for c in range(ncam)]
+        slots = np.arange(n) if slots is None else np.asarray(slots, np.int64)
+        # (row, camera, tile index in the whole batch's job list)
+        jobs = [(i, c, int(slots[i]) * ncam + c) for i in range(n) for c in range(ncam)]
+        passes: dict[int, list[tuple[int, int, int]]] = {}
+        for i, c, j in jobs:
+            passes.setdefault(j // per_pass, []).append((i, c, j % per_pass))
         self._gl.make_current()
         m, d, ss = self.model, self._scratch, self.supersample
         s = self.size * ss
-        for start in range(0, len(jobs), per_pass):
-            chunk = jobs[start : start + per_pass]
-            for k, (i, c) in enumerate(chunk):
+        for chunk in passes.values():
+            for i, c, k in chunk:
                 d.qpos[:] = qpos[i]
                 d.mocap_pos[:] = mocap_pos[i]
                 mujoco.mj_kinematics(m, d)
@@ -113,7 +121,7 @@ class BatchRenderer:
                 )
                 viewport = mujoco.MjrRect((k % self.cols) * s, (k // self.cols) * s, s, s)
                 mujoco.mjr_render(viewport, self._scn, self._con)
-            used_rows = (len(chunk) + self.cols - 1) // self.cols
+            used_rows = max(k for _, _, k in chunk) // self.cols + 1
             rect = mujoco.MjrRect(0, 0, self.width, used_rows * s)
             buf = self._buf[: used_rows * s]
             mujoco.mjr_readPixels(buf, None, rect, self._con)
@@ -121,7 +129,7 @@ class BatchRenderer:
                 h, w = buf.shape[:2]
                 buf = buf.reshape(h // ss, ss, w // ss, ss, 3).mean(axis=(1, 3)).round().astype(np.uint8)
             t = self.size
-            for k, (i, c) in enumerate(chunk):
+            for i, c, k in chunk:
                 r, col = k // self.cols, k % self.cols
                 # GL rows start at the bottom: flip to upright.
                 out[c][i] = buf[r * t : (r + 1) * t, col * t : (col + 1) * t][::-1]

@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.base import ACTION_DIM, check_actions, check_image_size, reset_mask_from_options
+from envs.base import ACTION_DIM, check_actions, check_image_size, check_sub_env_mask, reset_mask_from_options
 from envs.tabletop.environment_state import pack_environment_state
 from envs.tabletop.render import BatchRenderer, check_supersample
 from envs.tabletop.scene import (
@@ -144,7 +144,8 @@ class TabletopVectorEnv(VectorEnv):
         self._grip_cmd = np.zeros(n, np.float32)
         self._steps = np.zeros(n, np.int64)
         self._needs_reset = np.zeros(n, dtype=bool)
-        self._last_frames: list[np.ndarray] | None = None
+        self._last_frames: list[np.ndarray] | None = None  # per camera (N, H, W, 3): the last drawn
+        self._skip: np.ndarray | None = None  # sub-envs whose frames the next step need not draw
         self._groups = {
             name: np.array([i for i, t in enumerate(task_ids) if t == name])
             for name in dict.fromkeys(task_ids)
@@ -164,7 +165,7 @@ class TabletopVectorEnv(VectorEnv):
             for i in np.flatnonzero(mask):
                 self._rngs[i] = np.random.default_rng(seeds[i])
         self._reset_envs(np.flatnonzero(mask))
-        obs = self._observe()
+        obs = self._observe(~mask)  # the others did not move: their frames are the last drawn
         return obs, self._info(np.zeros(self.num_envs, bool))
 
     def _reset_envs(self, ids: np.ndarray) -> None:
@@ -210,8 +211,16 @@ class TabletopVectorEnv(VectorEnv):
         self._needs_reset[ids] = False
 
     # ------------------------------------------------------------------- step
+    def skip_next_frames(self, skip) -> None:
+        """The next ``step`` need not draw the frames of the sub-envs in ``skip`` bool (N,): their image
+        rows there (observation and ``final_obs``) hold the last frame drawn for them, and so do later
+        observations until they are drawn again; a sub-env that restarts on that step gets its first
+        frame drawn (see :mod:`envs.base`)."""
+        self._skip = check_sub_env_mask(skip, self.num_envs, "skip")
+
     def step(self, actions):
         a = check_actions(actions, self.num_envs)
+        skip, self._skip = self._skip, None
         pending = (
             np.flatnonzero(self._needs_reset)
             if self._autoreset == AutoresetMode.NEXT_STEP
@@ -237,18 +246,21 @@ class TabletopVectorEnv(VectorEnv):
         done = terminated | truncated
         info = self._info(success)
         if self._autoreset == AutoresetMode.SAME_STEP and done.any():
-            final_obs = self._observe()
+            final_obs = self._observe(skip)
             final_instr = list(self.instructions)
             ids = np.flatnonzero(done)
             self._reset_envs(ids)
-            obs = self._observe()
+            obs = self._observe(None if skip is None else skip & ~done)
             info["final_obs"] = final_obs
             info["final_info"] = {"success": success.copy(), "instruction": final_instr}
             info["_final_obs"] = done.copy()
             info["_final_info"] = done.copy()
             info["instruction"] = list(self.instructions)
         else:
-            obs = self._observe()
+            if skip is not None and len(pending):
+                skip = skip.copy()
+                skip[pending] = False  # restarted: their first frame
+            obs = self._observe(skip)
             if self._autoreset == AutoresetMode.NEXT_STEP:
                 self._needs_reset = done.copy()
         return obs, reward, terminated, truncated, info
@@ -314,8 +326,16 @@ class TabletopVectorEnv(VectorEnv):
             np.float32
         )
 
-    def _observe(self) -> dict[str, np.ndarray]:
-        frames = self._renderer.render(self._qpos, self._mocap)
+    def _observe(self, skip: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The observation; the sub-envs in ``skip`` bool (N,) keep their last drawn frames."""
+        if skip is None or self._last_frames is None or not skip.any():
+            frames = self._renderer.render(self._qpos, self._mocap)
+        else:
+            frames = [f.copy() for f in self._last_frames]
+            ids = np.flatnonzero(~skip)
+            if len(ids):
+                for f, drawn in zip(frames, self._renderer.render(self._qpos[ids], self._mocap[ids], ids)):
+                    f[ids] = drawn
         self._last_frames = frames
         obs = {"image": frames[0], "state": self._state()}
         if self.wrist:
@@ -364,28 +384,30 @@ class TabletopVectorEnv(VectorEnv):
         row = self.image_size / 2 - f * p[..., 1] / -p[..., 2]
         return np.stack([col, row], axis=-1)
 
-    def render_states(self, proprio: np.ndarray, cube_pos: np.ndarray) -> np.ndarray:
-        """The agent-view frames uint8 (N,H,W,3) of the current scenes with the gripper and the cubes
-        placed at given states: ``proprio`` (N, 8) (tcp xyz at 0-2, finger opening at 6, as in the
-        ``state`` observation) and ``cube_pos`` (N, 3, 3) (red/green/blue xyz; each cube keeps its
-        orientation). Layouts (pads, bowls) are the current ones and the env's own state is left as
-        it is: the simulator's drawing of states predicted elsewhere (a state-space model's rollout)."""
-        n = self.num_envs
+    def render_states(self, proprio: np.ndarray, cube_pos: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        """The agent-view frames uint8 (M,H,W,3) of the current scenes with the gripper and the cubes
+        placed at given states: ``proprio`` (M, 8) (tcp xyz at 0-2, finger opening at 6, as in the
+        ``state`` observation) and ``cube_pos`` (M, 3, 3) (red/green/blue xyz; each cube keeps its
+        orientation), for the sub-envs ``ids`` (M,) (default: all N, in order). Layouts (pads, bowls) are
+        the current ones and the env's own state is left as it is: the simulator's drawing of states
+        predicted elsewhere (a state-space model's rollout)."""
+        ids = np.arange(self.num_envs) if ids is None else np.asarray(ids, np.int64)
+        m = len(ids)
         proprio, cube_pos = np.asarray(proprio, np.float64), np.asarray(cube_pos, np.float64)
-        if proprio.shape != (n, STATE_DIM) or cube_pos.shape != (n, 3, 3):
+        if proprio.shape != (m, STATE_DIM) or cube_pos.shape != (m, 3, 3):
             raise WmrlError(
                 f"render_states got proprio {proprio.shape} and cube_pos {cube_pos.shape}; "
-                f"expected ({n}, {STATE_DIM}) and ({n}, 3, 3)"
+                f"expected ({m}, {STATE_DIM}) and ({m}, 3, 3)"
             )
         if not (np.isfinite(proprio).all() and np.isfinite(cube_pos).all()):
             raise WmrlError("render_states got NaN/Inf states; expected finite positions")
-        qpos = np.array(self._qpos, copy=True)
+        qpos = np.array(self._qpos[ids], copy=True)
         qpos[:, self.idx.tcp_qpos] = np.clip(proprio[:, :3], TCP_LOW, TCP_HIGH)
         qpos[:, self.idx.finger_qpos] = np.clip(proprio[:, 6:7], 0.0, FINGER_MAX)  # rf mirrors lf
         for c in range(3):
             a = self.idx.cube_qpos[c]
             qpos[:, a : a + 3] = cube_pos[:, c]
-        return self._renderer.render(qpos, np.array(self._mocap, copy=True))[0]
+        return self._renderer.render(qpos, np.array(self._mocap[ids], copy=True), ids)[0]
 
     def render(self) -> np.ndarray | None:
         """The agent-view frames (N,H,W,3) of the last observation."""
