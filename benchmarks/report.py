@@ -704,6 +704,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _state_ranking(d, "learned_renderer"), ">= 0.9"),
     ("state_model_ranking_s34_renderer.json", "the real simulator drawn by that renderer (real dynamics, learned "
      "drawing): Spearman / resolved pairs ordered right / SFT on drawn vs real frames", _drawn_real, ""),
+    ("state_model_ranking_s34_renderer_ep48.json", "same run, 48 episodes per task from other starts (seed 5353): "
+     "drawn by the simulator", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s34_renderer_ep48.json", "same, drawn by the learned renderer (all learned)",
+     lambda d: _state_ranking(d, "learned_renderer"), ">= 0.9"),
+    ("state_model_ranking_s34_renderer_ep48.json", "same, the real simulator drawn by the renderer", _drawn_real, ""),
     ("state_renderer_s34/fit.json", "learned renderer (230k parameters, 2,500 steps on the demos): held-out PSNR "
      "drawn from each episode's first frame / that first frame as it is",
      lambda d: f"{_fmt(_get(d, 'metrics.psnr_db'))} / {_fmt(_get(d, 'metrics.anchor_psnr_db'))} dB", ""),

@@ -828,7 +828,8 @@ class Pipeline:
         per_env = rl_task_layout(tasks, n, g)
         real = self.real_rl_env(per_env)
         trained_in = real if world is None else world(real)
-        env = ActionChunkWrapper(trained_in, policy.chunk_size)
+        # GRPO reads frames at chunk ends only; PPO bootstraps from final frames, which may fall inside a chunk
+        env = ActionChunkWrapper(trained_in, policy.chunk_size, frames="chunk_end" if algo == "grpo" else "all")
         out = self.root / name
         out.mkdir(exist_ok=True)
         summary: dict[str, Any] = {"real_env_steps_budget": budget}

@@ -430,6 +430,28 @@ def test_grpo_and_ppo_run_on_the_real_builtin_env(tmp_path):
     env.close()
 
 
+def test_grpo_collection_with_frames_at_chunk_ends_only_records_the_same_batch():
+    """The real-RL baseline's GRPO collection skips the frames inside a chunk (``frames="chunk_end"``):
+    every recorded observation, reward and mask is the one drawing every frame gives."""
+    import envs
+    from envs.wrappers import ActionChunkWrapper
+
+    batches = []
+    for frames in ("all", "chunk_end"):
+        env = ActionChunkWrapper(envs.make_vec(["PushCube-v0", "LiftCube-v0"] * 2, 4, image_size=32,
+                                               autoreset_mode="same_step", max_episode_steps=10, seed=0), 4, frames)
+        torch.manual_seed(0)
+        batches.append(collect_first_episodes(env, TinyGaussianPolicy(state_dim=8, chunk_size=4, image_size=32), 4,
+                                              seeds=[3, 3, 4, 4]))
+        env.close()
+    a, b = batches
+    for k in a.obs:
+        assert torch.equal(a.obs[k], b.obs[k])
+    for f in ("actions", "rewards", "terminated", "truncated", "success", "valid", "executed"):
+        assert torch.equal(getattr(a, f), getattr(b, f)), f
+    assert a.valid.sum() > 4  # more than one chunk step was recorded
+
+
 @pytest.mark.parametrize("head", ["gaussian", "tokens"])
 def test_ignored_action_dims_are_not_sampled_or_scored(head):
     """Dims the env ignores (its metadata["action_dims_used"]) carry no RL noise: the trainers
