@@ -687,6 +687,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     *_ranking_rows("wm_policy_ranking_s32_seed1.json", "runs/s32/lift/seed_1"),
     *_ranking_rows("wm_policy_ranking_s32_seed2.json", "runs/s32/lift/seed_2"),
     *_ranking_rows("wm_policy_ranking_s34.json", "the seed-4 main job run again on this code (runs/s34/seed_4)"),
+    *_ranking_rows("wm_policy_ranking_s35.json", "a fresh seed-5 main job (runs/s35/seed_5)"),
     ("state_model_ranking_s32.json", "the same policies and starts ranked in the arm-and-object state model's world "
      "(learned dynamics, drawn by the simulator; runs/s32/lift/seed_0): Spearman [95% CI] / resolved pairs ordered "
      "right / real retest / 30%-step SFT vs SFT, state model (real)", _state_ranking, ">= 0.9"),
@@ -709,8 +710,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_ranking_s34_renderer_ep48.json", "same, drawn by the learned renderer (all learned)",
      lambda d: _state_ranking(d, "learned_renderer"), ">= 0.9"),
     ("state_model_ranking_s34_renderer_ep48.json", "same, the real simulator drawn by the renderer", _drawn_real, ""),
+    ("state_model_ranking_s35_renderer.json", "a second run fitted from scratch, runs/s35/seed_5: state model drawn "
+     "by the simulator", _state_ranking, ">= 0.9"),
+    ("state_model_ranking_s35_renderer.json", "same, drawn by its own learned renderer (all learned)",
+     lambda d: _state_ranking(d, "learned_renderer"), ">= 0.9"),
+    ("state_model_ranking_s35_renderer.json", "same, the real simulator drawn by the renderer", _drawn_real, ""),
     ("state_renderer_s34/fit.json", "learned renderer (230k parameters, 2,500 steps on the demos): held-out PSNR "
      "drawn from each episode's first frame / that first frame as it is",
+     lambda d: f"{_fmt(_get(d, 'metrics.psnr_db'))} / {_fmt(_get(d, 'metrics.anchor_psnr_db'))} dB", ""),
+    ("state_renderer_s35/fit.json", "the same recipe fitted on runs/s35/seed_5: held-out PSNR / first frame as it is",
      lambda d: f"{_fmt(_get(d, 'metrics.psnr_db'))} / {_fmt(_get(d, 'metrics.anchor_psnr_db'))} dB", ""),
     ("gate_breakdown.json", "imagined successes the gate masks: default / outcome scope, no agreement",
      lambda d: " / ".join(f"{v['successes_gated']}/{v['successes']}" for k, v in d["settings"].items()

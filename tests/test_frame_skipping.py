@@ -167,3 +167,14 @@ def test_evaluation_draws_only_what_the_policy_and_the_videos_read():
     np.testing.assert_array_equal(got[1], want[1])
     for f, g in zip(got[2], want[2], strict=True):  # the video frames
         np.testing.assert_array_equal(np.stack(f), np.stack(g))
+
+
+def test_chunk_end_frames_benchmark_bad_input_is_a_one_line_error(tmp_path, capsys):
+    from benchmarks.chunk_end_frames import main
+
+    out = tmp_path / "r.json"
+    assert main(["--run-dir", str(tmp_path / "norun"), "--out", str(out)]) == 2
+    assert main(["--repeats", "0", "--out", str(out)]) == 2
+    errs = capsys.readouterr().err.strip().splitlines()
+    assert len(errs) == 2 and all(e.startswith("error: ") for e in errs)
+    assert "is not a wmrl run folder" in errs[0] and "--repeats 0" in errs[1] and not out.exists()
