@@ -73,6 +73,18 @@ def _pool(d: dict, name: str = "pool64", k: int = 8) -> str:
     return f"{_variant(d, name)}; on the pool's starts, sampled: {_fmt(first)} -> {_fmt(last)}"
 
 
+def _self_imitation(d: dict) -> str:
+    """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
+    per seed and the real env steps per seed."""
+    seeds = list((d.get("per_seed") or {}).values())
+    if not seeds:
+        return "not run"
+    rounds = " / ".join(_fmt(r["success"]) for r in d["by_round"])
+    lifts = ", ".join(f"{r['rounds'][-1]['vs_sft']['diff']:+.3f}" for r in seeds)
+    steps = sum(r["real_env_steps"] for r in seeds) / len(seeds)
+    return f"{_fmt(d['sft_success'])} -> {rounds} (paired lift per seed {lifts}; {steps:,.0f} real env steps per seed)"
+
+
 def _lifts(d: dict, *arms: str) -> str:
     """``+0.012 / -0.003 / ...``: each arm's paired difference against a policy_compare.json's reference."""
     return " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in arms)
@@ -457,6 +469,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "first form of rl.augment_shift, commit eec9276)", lambda d: _variant(d, "augment4"), ""),
     ("real_rl_drac.json", "same benchmark, rl.augment_shift=4: a shift-consistency KL (DrAC) with coefficient 0.1 / 1",
      lambda d: " / ".join(_variant(d, k) for k in ("drac4", "drac4_c1")), ""),
+    ("self_imitation.json", "success-filtered self-imitation in the real sim (runs/s35/seed_5, runs/s34/seed_4): "
+     "per round, 150 sampled successes per task (std 0.1) cloned with the demos, fine-tuning the policy; SFT -> "
+     "round 0 / 1", _self_imitation, ""),
+    ("self_imitation_od_arm.json", "same, the successes collected in the arm-and-object state model's world (od_arm, "
+     "drawn by the simulator; the task's rule on its states): no real env steps beyond resets", _self_imitation, ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

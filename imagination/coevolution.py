@@ -32,7 +32,14 @@ def policy_chunk_fn(policy: Any, deterministic: bool = False) -> ChunkFn:
 
 
 def record_rollouts(
-    env: Any, chunk_fn: ChunkFn, num_episodes: int, chunk_size: int, seed: int | None = None, fps: int = 20
+    env: Any,
+    chunk_fn: ChunkFn,
+    num_episodes: int,
+    chunk_size: int,
+    seed: int | None = None,
+    fps: int = 20,
+    successes_only: bool = False,
+    max_finished: int | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """Run ``chunk_fn`` open-loop per chunk in a SAME_STEP single-action vector env and keep the
     first ``num_episodes`` finished episodes in memory.
@@ -41,24 +48,32 @@ def record_rollouts(
         env: ``envs.make_vec(..., autoreset_mode="same_step")`` (single actions ``(N, 7)``).
         chunk_fn: called on the sub-batch of sub-envs whose chunk ran out.
         chunk_size: K actions executed per call before re-planning.
+        successes_only: keep only the episodes that succeed (the others are played, counted and dropped).
+        max_finished: stop once this many episodes have finished, kept or not (None: no cap); with
+            ``successes_only`` fewer than ``num_episodes`` may then be kept.
     Returns:
-        ``(wmrl.data.Trajectories, stats)`` (with ``env_states`` when the env has
-        ``environment_state()``, as the built-in suite does) with ``stats = {"episodes", "success_rate", "env_steps"}``
-        (``env_steps`` counts every step taken, including those of episodes left unfinished).
+        ``(wmrl.data.Trajectories, stats)`` (None instead of the trajectories when ``successes_only``
+        found no success within ``max_finished`` episodes; with ``env_states`` when the env has
+        ``environment_state()``, as the built-in suite does) with ``stats = {"episodes", "success_rate",
+        "env_steps", "finished", "finished_success_rate"}``: ``episodes`` / ``success_rate`` are the kept
+        episodes', ``finished`` / ``finished_success_rate`` every finished episode's, and ``env_steps``
+        counts every step taken, including those of episodes left unfinished.
     """
     from wmrl.data import Trajectories
 
     if num_episodes < 1:
         raise WmrlError(f"num_episodes={num_episodes} must be >= 1")
+    if max_finished is not None and max_finished < 1:
+        raise WmrlError(f"max_finished={max_finished} must be >= 1 or None")
     n = env.num_envs
     obs, info = env.reset(seed=seed)
     queue = np.zeros((n, chunk_size, env.single_action_space.shape[0]), np.float32)
     qpos = np.full(n, chunk_size)
     bufs: list[dict[str, list]] = [{} for _ in range(n)]
     episodes: list[dict[str, Any]] = []
-    steps = 0
+    steps, finished, finished_ok = 0, 0, 0
     env_state_fn = getattr(env.unwrapped, "environment_state", None)
-    while len(episodes) < num_episodes:
+    while len(episodes) < num_episodes and (max_finished is None or finished < max_finished):
         need = qpos >= chunk_size
         if need.any():
             idx = np.flatnonzero(need)
@@ -93,11 +108,18 @@ def record_rollouts(
                 b.setdefault("env_state", []).append(es[i])
             b["instruction"], b["task_id"] = instr[i], tasks[i]
             if te[i] or tr[i]:
-                if len(episodes) < num_episodes:
+                ok = any(b["success"])
+                within = max_finished is None or finished < max_finished
+                if within:
+                    finished, finished_ok = finished + 1, finished_ok + int(ok)
+                if within and len(episodes) < num_episodes and (ok or not successes_only):
                     episodes.append(b)
                 bufs[i] = {}
                 qpos[i] = chunk_size  # re-plan at the new episode's start
         obs = nobs
+    if not episodes:  # successes_only, and no success within max_finished
+        return None, {"episodes": 0.0, "success_rate": 0.0, "env_steps": float(steps), "finished": float(finished),
+                      "finished_success_rate": 0.0}
     idx_parts = [np.full(len(e["image"]), j, np.int64) for j, e in enumerate(episodes)]
     traj = Trajectories(
         images=np.stack([f for e in episodes for f in e["image"]]).astype(np.uint8),
@@ -122,6 +144,8 @@ def record_rollouts(
         "episodes": float(len(episodes)),
         "success_rate": float(np.mean(traj.episode_success)),
         "env_steps": float(steps),
+        "finished": float(finished),
+        "finished_success_rate": finished_ok / max(finished, 1),
     }
     return traj, stats
 

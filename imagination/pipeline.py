@@ -543,10 +543,13 @@ class Pipeline:
     def s_sft(self) -> dict:
         return self.train_sft(self.root / "sft")
 
-    def train_sft(self, out: Path, steps: int | None = None) -> dict:
+    def train_sft(self, out: Path, steps: int | None = None, extra: Any = None, init: Path | None = None) -> dict:
         """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
-        schedule spans ``steps``). Resumes from ``out/checkpoints``."""
+        schedule spans ``steps``). ``extra``: more episodes (``wmrl.data.Trajectories``, e.g. the
+        policy's own successes: ``benchmarks.self_imitation``) cloned beside the demos. ``init``: a
+        saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
+        default a fresh initialisation). Resumes from ``out/checkpoints``."""
         from policies.train import TrainPolicyConfig, train_policy
         from policies.vla.configuration_vla import VLAConfig
         from wmrl.config import to_dataclass
@@ -560,6 +563,7 @@ class Pipeline:
             out=str(out),
             policy=pol,
             num_threads=self.cfg.num_threads,
+            **({} if init is None else {"init": str(init)}),
         )
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
@@ -569,6 +573,10 @@ class Pipeline:
                     f"sft_successful_only: none of the {traj.num_episodes} demo episodes succeeded"
                 )
             traj = traj.select_episodes(ok)
+        if extra is not None:
+            from wmrl.data import Trajectories
+
+            traj = Trajectories.concat([traj, extra])
         _, summary = train_policy(tc, traj, progress=self.progress)
         return {
             k: (str(v) if isinstance(v, Path) else v)

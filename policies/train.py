@@ -12,6 +12,8 @@ and the final policy in ``out/policy`` (load it with ``policies.load_policy``).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,9 @@ class TrainPolicyConfig:
             where 2 threads ran 10x slower); None: leave as is.
         device: where the policy trains (``wmrl.devices``: auto | cpu | cuda | cuda:N); the frames
             stay on the CPU and each batch moves there.
+        init: a saved policy folder (``VLAPolicy.save_pretrained``) whose weights and state
+            normalisation training starts from (fine-tuning; its architecture must be ``policy``'s);
+            None: a fresh initialisation, normalised on the data.
         policy: the policy architecture.
     """
 
@@ -70,6 +75,7 @@ class TrainPolicyConfig:
     max_episodes: int | None = None
     num_threads: int | None = 1
     device: str = "cpu"
+    init: str | None = None
     policy: VLAConfig = field(default_factory=VLAConfig)
 
     def __post_init__(self) -> None:
@@ -204,7 +210,10 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     if val is not None:
         vdata = ChunkDataset(val, cfg.policy.chunk_size, None, cfg.policy.use_wrist)
         vdata.texts = torch.stack([text_of[s] for s in vdata.instructions])
-    policy.set_normalization(data.states.mean(0), data.states.std(0))
+    if cfg.init is not None:
+        _load_init(policy, cfg.init)  # weights and normalisation; the instructions are this data's
+    else:
+        policy.set_normalization(data.states.mean(0), data.states.std(0))
     policy.to(resolve_device(cfg.device))
 
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -281,6 +290,20 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
                "train_seconds": elapsed_before + time.time() - t0,
                "final": final, **{k: v for k, v in (run.read_metrics() or [{}])[-1].items() if k != "time"}}
     return policy, summary
+
+
+def _load_init(policy: VLAPolicy, folder: str) -> None:
+    """Copy the weights (state normalisation included) of the saved policy in ``folder`` into ``policy``."""
+    if not (Path(folder) / "config.json").exists():
+        raise CheckpointError(f"init={folder!r} is not a saved policy folder (no config.json)")
+    init = VLAPolicy.from_pretrained(folder)
+
+    def plain(c: Any) -> Any:  # tuples and lists alike (a config read from json holds lists)
+        return json.loads(json.dumps(dataclasses.asdict(c)))
+
+    if plain(init.config) != plain(policy.config):
+        raise ConfigError(f"init={folder!r} has architecture {init.config}; expected the training's {policy.config}")
+    policy.load_state_dict(init.state_dict())
 
 
 @torch.no_grad()

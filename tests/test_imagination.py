@@ -42,6 +42,50 @@ def data():
     return traj
 
 
+
+def _expert_rollouts(num: int, **kw):
+    import envs
+
+    env = envs.make_vec("PushCube-v0", 8, image_size=SIZE, autoreset_mode="same_step", seed=0)
+    expert = envs.make_expert(env, noise=0.5, seed=0)
+    try:
+        return record_rollouts(env, lambda obs, instr: expert.act()[:, None], num, 1, seed=0, **kw)
+    finally:
+        env.close()
+
+
+def test_record_rollouts_keeps_only_successes(data):
+    """successes_only keeps exactly the successful episodes of the same play, in order; max_finished caps it."""
+    full = data  # the first 12 finished episodes, successes and failures
+    ok = np.flatnonzero(full.episode_success)
+    assert 0 < len(ok) < full.num_episodes
+    kept, st = _expert_rollouts(len(ok), successes_only=True, max_finished=full.num_episodes)
+    assert kept.episode_success.all() and kept.num_episodes == len(ok)
+    # it stops once it holds them; episodes that finish on that same step are counted too
+    assert ok[-1] + 1 <= st["finished"] <= full.num_episodes and st["episodes"] == len(ok)
+    n = int(st["finished"])
+    assert st["finished_success_rate"] == pytest.approx(full.episode_success[:n].mean())
+    ref = full.select_episodes(ok)
+    np.testing.assert_array_equal(kept.images, ref.images)
+    np.testing.assert_array_equal(kept.actions, ref.actions)
+    few, st2 = _expert_rollouts(100, successes_only=True, max_finished=5)  # stops at 5 finished episodes
+    assert st2["finished"] == 5 and few.num_episodes == int(full.episode_success[:5].sum())
+
+
+def test_record_rollouts_without_a_success_returns_none_and_counts_the_steps():
+    import envs
+
+    env = envs.make_vec("PushCube-v0", 4, image_size=SIZE, autoreset_mode="same_step", seed=0)
+    try:
+        traj, st = record_rollouts(env, lambda obs, instr: np.zeros((len(instr), 1, 7), np.float32), 2, 1, seed=0,
+                                   successes_only=True, max_finished=4)
+        assert traj is None and st["episodes"] == 0 and st["finished"] == 4 and st["env_steps"] >= 4 * 10
+        with pytest.raises(WmrlError, match="max_finished=0"):
+            record_rollouts(env, lambda obs, instr: np.zeros((len(instr), 1, 7), np.float32), 2, 1, max_finished=0)
+    finally:
+        env.close()
+
+
 @pytest.fixture(scope="module")
 def wm(data):
     """A small deterministic world model trained for a few steps on the real episodes."""

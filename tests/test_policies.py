@@ -302,6 +302,33 @@ def test_sft_weight_average_is_the_final_policy_and_resumes(tmp_path):
         train_policy(TrainPolicyConfig(**{**plain.__dict__, "steps": 30, "ema_decay": 0.9}), traj, progress=False)
 
 
+def test_sft_from_init_starts_at_its_weights(tmp_path):
+    """init= fine-tunes: training starts from the saved policy's weights and state normalisation."""
+    from wmrl.errors import CheckpointError
+
+    traj = toy_trajectories(episodes=4)
+    base = TrainPolicyConfig(out=str(tmp_path / "base"), steps=30, batch_size=8, lr=2e-3, log_every=10,
+                             ckpt_every=30, val_frac=0.0, policy=VLAConfig(**TINY))
+    trained, _ = train_policy(base, traj, progress=False)
+    shifted = toy_trajectories(episodes=4, seed=1)
+    shifted.states[:] += 5.0  # other data statistics: the init's normalisation must be kept
+    tiny_lr = {**base.__dict__, "steps": 1, "lr": 1e-9, "log_every": 1, "ckpt_every": 1}
+    ft, _ = train_policy(TrainPolicyConfig(**{**tiny_lr, "out": str(tmp_path / "ft"),
+                                              "init": str(tmp_path / "base" / "policy")}), shifted, progress=False)
+    fresh, _ = train_policy(TrainPolicyConfig(**{**tiny_lr, "out": str(tmp_path / "fresh")}), shifted, progress=False)
+    want = trained.state_dict()
+    for name, w in ft.state_dict().items():
+        torch.testing.assert_close(w, want[name], atol=1e-5, rtol=0)
+    assert not torch.allclose(fresh.net.state_mean, want["net.state_mean"])
+    with pytest.raises(CheckpointError, match="not a saved policy folder"):
+        train_policy(TrainPolicyConfig(**{**tiny_lr, "out": str(tmp_path / "x"), "init": str(tmp_path)}), traj,
+                     progress=False)
+    other = VLAConfig(**{**TINY, "hidden_dim": TINY.get("hidden_dim", 128) * 2})
+    with pytest.raises(ConfigError, match="has architecture"):
+        train_policy(TrainPolicyConfig(**{**tiny_lr, "out": str(tmp_path / "y"), "policy": other,
+                                          "init": str(tmp_path / "base" / "policy")}), traj, progress=False)
+
+
 def test_non_finite_loss_stops_training(tmp_path):
     traj = toy_trajectories(episodes=2)
     traj.actions[:] = np.nan
