@@ -148,12 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in todo:
             done(path, play(path, eps, a.seed, a.num_envs, work))
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from benchmarks._workers import pool
 
-        from benchmarks.real_rl import _one_thread
-
-        with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
+        with pool(a.jobs) as ex:
             futs = {path: ex.submit(play, path, eps, a.seed, a.num_envs, work) for path in todo}
             for path, f in futs.items():
                 done(path, f.result())

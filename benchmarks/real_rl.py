@@ -114,23 +114,17 @@ def run_pair(
     }
 
 
-def _one_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def run_pairs(fn: Any, args: dict[Any, tuple], jobs: int, progress: bool, config_name: str, done: Any) -> None:
     """``done(*key, fn(*args[key], progress=..., config_name=config_name))`` for every key of ``args``: one
-    after another (``jobs`` <= 1), else ``jobs`` at once in spawned processes of one torch thread each."""
+    after another (``jobs`` <= 1), else ``jobs`` at once in spawned processes of one torch thread each,
+    which die with this process (:func:`benchmarks._workers.pool`)."""
     if jobs <= 1:
         for key, arg in args.items():
             done(*key, fn(*arg, progress=progress, config_name=config_name))
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    from benchmarks._workers import pool
 
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
+    with pool(jobs) as ex:
         futs = {ex.submit(fn, *arg, progress=False, config_name=config_name): key for key, arg in args.items()}
         for f, key in futs.items():
             done(*key, f.result())

@@ -471,9 +471,28 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_variant(d, k) for k in ("drac4", "drac4_c1")), ""),
     ("self_imitation.json", "success-filtered self-imitation in the real sim (runs/s35/seed_5, runs/s34/seed_4): "
      "per round, 150 sampled successes per task (std 0.1) cloned with the demos, fine-tuning the policy; SFT -> "
-     "round 0 / 1", _self_imitation, ""),
-    ("self_imitation_od_arm.json", "same, the successes collected in the arm-and-object state model's world (od_arm, "
-     "drawn by the simulator; the task's rule on its states): no real env steps beyond resets", _self_imitation, ""),
+     "round 0 / 1 / 2", _self_imitation, ""),
+    ("self_imitation_hard.json", "same, hard starts (--group 8 --hard-max 0.5, 400 episodes per task): each start "
+     "sampled 8 times, one success kept per start solved at most half the time; SFT -> round 0", _self_imitation, ""),
+    ("self_imitation_demos_only.json", "the control: no collection, the same 5,000-step fine-tune on the demos alone "
+     "(--demos-only); SFT -> round 0 / 1", _self_imitation, ""),
+    ("real_rl_si_runs.json", "GRPO in the real sim on the same two runs, side by side (the real_rl benchmark, default "
+     "settings): SFT -> 380k / 520k real steps (100 / 137 iterations)", _curve, "imagination RL >= real RL at the "
+     "same real budget"),
+    ("self_imitation_od_arm.json", "self-imitation with the successes collected in the arm-and-object state model's "
+     "world (od_arm, drawn by the simulator; the task's rule on its states): no real env steps beyond resets; SFT -> "
+     "round 0 / 1 / 2", _self_imitation, ">= +0.30"),
+    ("self_imitation_od_arm_hard.json", "same world, hard starts (--group 8 --hard-max 0.5, 800 episodes per task): "
+     "one success per start that its group of 8 samples solves at most half the time; SFT -> round 0 / 1",
+     _self_imitation, ">= +0.30"),
+    ("self_imitation_od_arm_group_all.json", "same grouped play, one success per solved start, easy ones too "
+     "(--hard-max 1.0; the control of the row above): SFT -> round 0", _self_imitation, ""),
+    ("policy_compare_self_imitation.json", "600 held-out episodes per policy (seed 777000), mean of the two runs, "
+     "lift over SFT (paired): real self-imitation round 2 / real hard starts round 0 (118k) / real GRPO 520k / "
+     "state-model world round 2 / its hard starts round 0 / its one per solved start / the demos-only control",
+     lambda d: _lifts(d, "si_real_r2", "si_real_hard_r0", "grpo_520k", "si_od_r2", "si_od_hard_r0", "si_od_all_r0",
+                      "demos_only_r0"),
+     ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

@@ -5,7 +5,7 @@ Usage::
 
     python -m benchmarks.self_imitation --runs runs/s35/seed_5 runs/s34/seed_4 [--target 150]
         [--max-episodes 1500] [--std 0.1] [--rounds 1] [--init policy|scratch] [--steps N]
-        [--object-dynamics od_arm] [--work DIR] [--jobs 2] --out FILE.json
+        [--object-dynamics od_arm] [--group 8 --hard-max 0.5] [--work DIR] [--jobs 2] --out FILE.json
     python -m benchmarks.self_imitation --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 The built-in suite's SFT policy is short of data: cloned from about 53 successful demos per task it
@@ -27,6 +27,15 @@ demos, SFT policy and SFT evaluation are reused, read only), and per round:
 instead (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and drawing, the model's
 dynamics, the task's rule on its predicted states as success): the model only picks which of the
 policy's own samples are cloned, and no real env step is taken beyond the resets.
+
+``--group G`` targets the starts the policy mostly fails. Plain collection keeps successes in
+proportion to how often each start succeeds, so most come from starts the policy already solves.
+With ``--group`` every start is sampled ``G`` times (sub-envs reset with shared seeds), all
+``--max-episodes`` are played, and one success is kept per start whose group success rate is at most
+``--hard-max``, the hardest starts first, ``--target`` at most per task.
+
+``--demos-only`` is the control: no collection, each round fine-tunes on the demos alone with the
+same recipe, so the lift of the extra training by itself is measured.
 
 Every real env step of the collection is counted (``real_env_steps``): GRPO's 380k-step lift in the
 real simulator (``real_rl.json``) is the yardstick. Each round writes
@@ -60,6 +69,8 @@ def collect_successes(
     env_kwargs: dict,
     num_envs: int = 16,
     state_model: Any = None,
+    group: int = 1,
+    hard_max: float = 1.0,
 ) -> tuple[Any | None, dict[str, float]]:
     """Sample ``policy`` (a copy, at exploration ``std``) on fresh starts of ``task`` until ``target``
     successes or ``max_episodes`` finished episodes.
@@ -69,16 +80,26 @@ def collect_successes(
             :class:`worldmodels.object_dynamics.ObjectDynamics` plays in its world instead
             (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and drawing, the model's
             dynamics, the task's rule on its predicted states as success).
+        group: > 1 samples every start ``group`` times (sub-envs reset with shared seeds) and plays all
+            ``max_episodes``; then one success is kept per start whose group succeeds at a rate in
+            ``(0, hard_max]``, the hardest starts first, ``target`` at most. The starts the policy
+            already solves then stop drowning out those it mostly fails. ``num_envs`` must be a
+            multiple of ``group``.
     Returns:
         ``(successes, stats)``: the successful episodes (``wmrl.data.Trajectories``; None when there is
         none) and ``{"finished", "kept", "finished_success_rate", "env_steps", "real_env_steps"}``
         (``env_steps``: steps played; ``real_env_steps``: those of the real simulator's physics, 0 in the
-        state model's world).
+        state model's world); with ``group`` > 1 also ``starts`` (starts all of whose samples finished),
+        ``starts_solved`` (the fraction of them with a success) and ``kept_rate`` (the mean group
+        success rate of the kept starts).
     """
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
     from imagination.trainer_utils import set_exploration_std
+    from wmrl.errors import WmrlError
 
+    if group < 1 or num_envs % group:
+        raise WmrlError(f"group {group} must be >= 1 and divide the {num_envs} sub-envs")
     pol = copy.deepcopy(policy)
     set_exploration_std(std, pol)
     env = envs.make_vec(task, num_envs, **env_kwargs, autoreset_mode="same_step", seed=seed)
@@ -86,19 +107,59 @@ def collect_successes(
         from benchmarks._split_worlds import StateModelVectorEnv
 
         env = StateModelVectorEnv(env, state_model, seed=seed)
+    reset_seed: int | list[int] = seed
+    if group > 1:  # each run of `group` sub-envs shares a seed, so its k-th starts are alike
+        starts = np.random.default_rng(seed).integers(0, 2**31 - 1, num_envs // group)
+        reset_seed = [int(x) for x in np.repeat(starts, group)]
     try:
         traj, st = record_rollouts(
-            env, policy_chunk_fn(pol), target, pol.chunk_size, seed=seed, successes_only=True, max_finished=max_episodes
+            env, policy_chunk_fn(pol), target if group == 1 else max_episodes, pol.chunk_size, seed=reset_seed,
+            successes_only=True, max_finished=max_episodes, provenance=group > 1,
         )
     finally:
         env.close()
-    return traj, {
+    stats = {
         "finished": st["finished"],
         "kept": st["episodes"],
         "finished_success_rate": st["finished_success_rate"],
         "env_steps": st["env_steps"],
         "real_env_steps": st["env_steps"] if state_model is None else float(env.real_sim_calls["prefix_steps"]),
     }
+    if group > 1:
+        keep, groups = hard_start_successes(st["finished_from"], st["kept_from"], group, hard_max, target)
+        traj = traj.select_episodes([k for k, _ in keep]) if traj is not None and keep else None
+        stats.update(kept=float(len(keep)), starts=float(len(groups)),
+                     starts_solved=float(np.mean([r > 0 for r in groups.values()])) if groups else 0.0,
+                     kept_rate=float(np.mean([r for _, r in keep])) if keep else math.nan)
+    return traj, stats
+
+
+def hard_start_successes(
+    finished_from: list[tuple[int, int, bool]], kept_from: list[tuple[int, int]], group: int, hard_max: float,
+    target: int,
+) -> tuple[list[tuple[int, float]], dict[tuple[int, int], float]]:
+    """One success per start of a grouped play, from the starts the group mostly fails.
+
+    Args:
+        finished_from: ``(sub_env, ordinal, success)`` of every finished episode; sub-envs
+            ``group * g .. group * g + group - 1`` share start ``(g, ordinal)``.
+        kept_from: ``(sub_env, ordinal)`` of each recorded success, in recorded order.
+        hard_max: the highest group success rate of a start whose success is kept.
+    Returns:
+        ``(keep, rates)``: ``keep`` lists ``(position in kept_from, the start's success rate)``, the
+        lowest rates first (ties in recorded order), ``target`` at most; ``rates`` maps every start
+        all ``group`` of whose samples finished to its success rate.
+    """
+    outcomes: dict[tuple[int, int], list[bool]] = {}
+    for env_i, k, ok in finished_from:
+        outcomes.setdefault((env_i // group, k), []).append(bool(ok))
+    rates = {s: float(np.mean(o)) for s, o in outcomes.items() if len(o) == group}
+    first: dict[tuple[int, int], int] = {}
+    for pos, (env_i, k) in enumerate(kept_from):
+        first.setdefault((env_i // group, k), pos)
+    cands = [(pos, rates[s]) for s, pos in first.items() if s in rates and 0 < rates[s] <= hard_max]
+    cands.sort(key=lambda x: (x[1], x[0]))
+    return cands[:target], rates
 
 
 def run_one(
@@ -111,13 +172,18 @@ def run_one(
     init: str = "policy",
     steps: int | None = None,
     object_dynamics: str | None = None,
+    group: int = 1,
+    hard_max: float = 1.0,
+    demos_only: bool = False,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
     """Every round of self-imitation from ``src``'s SFT policy, in ``dst``; returns the summary. ``init``:
     each round fine-tunes the current ``policy`` or clones from ``scratch``; ``steps``: its optimiser
     steps (None: the run's SFT steps); ``object_dynamics``: the folder (in ``src``) of an arm-and-object
-    state model to collect in instead of the real simulator (None: real)."""
+    state model to collect in instead of the real simulator (None: real); ``group`` / ``hard_max``: as
+    :func:`collect_successes` takes them; ``demos_only``: the control, no collection (each round
+    fine-tunes on the demos alone)."""
     from benchmarks.real_rl import _link_run, _seed_of
     from imagination.pipeline import Pipeline, load_run_config
     from policies import load_policy
@@ -147,17 +213,17 @@ def run_one(
         def round_body(r: int = r, folder: Path = folder, policy: Any = policy, start: Path = start) -> dict:
             stats: dict[str, dict] = {}
             parts = []
-            for ti, task in enumerate(pipe.tasks()):
+            for ti, task in enumerate([] if demos_only else pipe.tasks()):
                 traj, st = collect_successes(
                     policy, task, target, max_episodes, std, seed * 1000 + 100 * r + ti + 77_000, pipe.env_kwargs(),
-                    state_model=model,
+                    state_model=model, group=group, hard_max=hard_max,
                 )
                 stats[task] = st
                 if traj is not None:
                     parts.append(traj)
             if parts:
                 save_trajectories_npz(folder / "successes.npz", Trajectories.concat(parts))
-            else:  # the round clones the demos and earlier rounds' successes only
+            elif not demos_only:  # the round clones the demos and earlier rounds' successes only
                 warnings.warn(f"self-imitation round {r}: no success in {max_episodes} episodes of any task", stacklevel=2)
             both = [*kept, *parts]
             train = pipe.train_sft(folder / "sft", steps, extra=Trajectories.concat(both) if both else None,
@@ -187,6 +253,8 @@ def run_one(
             "successes_kept": {t: s["kept"] for t, s in res["collection"].items()},
             "episodes_played": {t: s["finished"] for t, s in res["collection"].items()},
             "sampled_success": {t: s["finished_success_rate"] for t, s in res["collection"].items()},
+            **({"starts_solved": {t: s["starts_solved"] for t, s in res["collection"].items()},
+                "kept_rate": {t: s["kept_rate"] for t, s in res["collection"].items()}} if group > 1 else {}),
             "episodes_cloned": res["episodes_cloned"],
             "stage_time_s": float(res.get("stage_time_s", math.nan)),
         })
@@ -216,6 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--object-dynamics", default=None, metavar="DIR",
                    help="collect in the world of this arm-and-object state model (a folder in each run, e.g. od_arm: "
                    "`python -m worldmodels.object_dynamics --arm`), drawn by the simulator; default: the real simulator")
+    p.add_argument("--group", type=int, default=1,
+                   help="> 1: sample every start this many times, play all --max-episodes, and keep one success "
+                   "per start whose group success rate is at most --hard-max, the hardest first (--target at most)")
+    p.add_argument("--hard-max", type=float, default=1.0, help="with --group: the highest group success rate kept")
+    p.add_argument("--demos-only", action="store_true",
+                   help="the control: collect nothing; each round fine-tunes on the demos alone with the same recipe "
+                   "(how much of a lift the extra training alone gives)")
     p.add_argument("--work", type=Path, default=None, help="default runs/self_imitation[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="conf/run_quick.yaml runs, 2 successes and at most 12 episodes per task (CI smoke)")
@@ -238,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             raise WmrlError(f"{name} {v} must be >= 1")
     if not a.std > 0:
         raise WmrlError(f"--std {a.std} must be > 0 (the policy samples; a mean action finds nothing new)")
+    if a.group < 1 or 16 % a.group:
+        raise WmrlError(f"--group {a.group} must divide the 16 sub-envs a task is played in (1, 2, 4, 8 or 16)")
+    if not 0 < a.hard_max <= 1:
+        raise WmrlError(f"--hard-max {a.hard_max} must be in (0, 1]")
     config_name = "run_quick" if a.quick else "run"
     if a.runs is None:
         a.runs = [Path("runs/imagination_lift_quick/seed_0")] if a.quick else [Path("runs/imagination_lift/seed_0")]
@@ -252,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{keys[src]}: SFT {r['sft_success']:.3f} -> self-imitation "
               f"{[round(x['success'], 3) for x in r['rounds']]} ({r['real_env_steps']:.0f} real env steps)", flush=True)
 
-    args = {(s,): (s, a.work / keys[s], a.target, a.max_episodes, a.std, a.rounds, a.init, a.steps, a.object_dynamics)
+    args = {(s,): (s, a.work / keys[s], a.target, a.max_episodes, a.std, a.rounds, a.init, a.steps, a.object_dynamics,
+                     a.group, a.hard_max, a.demos_only)
             for s in a.runs}
     run_pairs(run_one, args, a.jobs, not a.no_progress, config_name, done)
     per_seed = {keys[s]: results[keys[s]] for s in a.runs}
@@ -280,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         "init": a.init,
         "world": "real" if a.object_dynamics is None else f"state_model:{a.object_dynamics}",
         "steps": a.steps,
+        "group": a.group,
+        "hard_max": a.hard_max,
+        "demos_only": a.demos_only,
         **run_fields(a, 16, config_name, t0),
     }
     atomic_write_json(a.out, res)

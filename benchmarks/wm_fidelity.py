@@ -552,13 +552,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     trained = {}
     if args.parallel_train and len(families) > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
+        from benchmarks._workers import pool
         from worldmodels import load_world_model
 
-        with ProcessPoolExecutor(len(families), mp_context=mp.get_context("spawn")) as pool:
-            futures = {f: pool.submit(train_family_worker, cfgs[f], data_root, args.seed, args.threads) for f in families}
+        with pool(len(families), one_thread=False) as ex:
+            futures = {f: ex.submit(train_family_worker, cfgs[f], data_root, args.seed, args.threads) for f in families}
             for fam, fut in futures.items():
                 info = fut.result()
                 trained[fam] = (load_world_model(Path(info["run_dir"]) / "model"), info)

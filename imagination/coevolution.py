@@ -40,7 +40,8 @@ def record_rollouts(
     fps: int = 20,
     successes_only: bool = False,
     max_finished: int | None = None,
-) -> tuple[Any, dict[str, float]]:
+    provenance: bool = False,
+) -> tuple[Any, dict[str, Any]]:
     """Run ``chunk_fn`` open-loop per chunk in a SAME_STEP single-action vector env and keep the
     first ``num_episodes`` finished episodes in memory.
 
@@ -51,6 +52,11 @@ def record_rollouts(
         successes_only: keep only the episodes that succeed (the others are played, counted and dropped).
         max_finished: stop once this many episodes have finished, kept or not (None: no cap); with
             ``successes_only`` fewer than ``num_episodes`` may then be kept.
+        provenance: also return where each episode came from: ``stats["finished_from"]`` lists
+            ``(sub_env, ordinal, success)`` for every counted finished episode (``ordinal``: the
+            sub-env's 0-based episode count) and ``stats["kept_from"]`` ``(sub_env, ordinal)`` for each
+            kept episode, in the trajectories' order. Sub-envs reset with equal seeds start their k-th
+            episodes alike (per-sub-env start generators), so this groups samples of one start.
     Returns:
         ``(wmrl.data.Trajectories, stats)`` (None instead of the trajectories when ``successes_only``
         found no success within ``max_finished`` episodes; with ``env_states`` when the env has
@@ -72,6 +78,9 @@ def record_rollouts(
     bufs: list[dict[str, list]] = [{} for _ in range(n)]
     episodes: list[dict[str, Any]] = []
     steps, finished, finished_ok = 0, 0, 0
+    ordinal = np.zeros(n, np.int64)
+    finished_from: list[tuple[int, int, bool]] = []
+    kept_from: list[tuple[int, int]] = []
     env_state_fn = getattr(env.unwrapped, "environment_state", None)
     while len(episodes) < num_episodes and (max_finished is None or finished < max_finished):
         need = qpos >= chunk_size
@@ -112,14 +121,18 @@ def record_rollouts(
                 within = max_finished is None or finished < max_finished
                 if within:
                     finished, finished_ok = finished + 1, finished_ok + int(ok)
+                    finished_from.append((i, int(ordinal[i]), ok))
                 if within and len(episodes) < num_episodes and (ok or not successes_only):
                     episodes.append(b)
+                    kept_from.append((i, int(ordinal[i])))
+                ordinal[i] += 1
                 bufs[i] = {}
                 qpos[i] = chunk_size  # re-plan at the new episode's start
         obs = nobs
+    origin = {"finished_from": finished_from, "kept_from": kept_from} if provenance else {}
     if not episodes:  # successes_only, and no success within max_finished
         return None, {"episodes": 0.0, "success_rate": 0.0, "env_steps": float(steps), "finished": float(finished),
-                      "finished_success_rate": 0.0}
+                      "finished_success_rate": 0.0, **origin}
     idx_parts = [np.full(len(e["image"]), j, np.int64) for j, e in enumerate(episodes)]
     traj = Trajectories(
         images=np.stack([f for e in episodes for f in e["image"]]).astype(np.uint8),
@@ -146,6 +159,7 @@ def record_rollouts(
         "env_steps": float(steps),
         "finished": float(finished),
         "finished_success_rate": finished_ok / max(finished, 1),
+        **origin,
     }
     return traj, stats
 

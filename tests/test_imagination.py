@@ -86,6 +86,55 @@ def test_record_rollouts_without_a_success_returns_none_and_counts_the_steps():
         env.close()
 
 
+def test_record_rollouts_provenance_groups_samples_of_one_start():
+    """Sub-envs reset with a shared seed start their k-th episodes alike; provenance says which is which."""
+    import envs
+
+    env = envs.make_vec("PushCube-v0", 8, image_size=SIZE, autoreset_mode="same_step", seed=0)
+    expert = envs.make_expert(env, noise=0.5, seed=0)  # each sub-env draws its own action noise
+    try:
+        traj, st = record_rollouts(env, lambda obs, instr: expert.act()[:, None], 24, 1, seed=[11] * 4 + [22] * 4,
+                                   provenance=True)
+    finally:
+        env.close()
+    kept, fin = st["kept_from"], st["finished_from"]
+    assert len(kept) == traj.num_episodes == 24 and len(fin) == st["finished"] >= 24
+    assert [ok for (i, k, ok) in fin if (i, k) in set(kept)] == list(traj.episode_success)
+    first = traj.episode_bounds[:, 0]
+    by_start: dict[tuple[int, int], list[int]] = {}
+    for e, (i, k) in enumerate(kept):
+        by_start.setdefault((i // 4, k), []).append(e)
+    shared = [eps for eps in by_start.values() if len(eps) > 1]
+    assert shared  # several samples of one start
+    for eps in shared:
+        for e in eps[1:]:
+            np.testing.assert_array_equal(traj.env_states[first[e]], traj.env_states[first[eps[0]]])
+            np.testing.assert_array_equal(traj.images[first[e]], traj.images[first[eps[0]]])
+    a, b = by_start[(0, 0)][0], by_start[(1, 0)][0]  # two seeds: two starts
+    assert not np.array_equal(traj.env_states[first[a]], traj.env_states[first[b]])
+    assert len({k for (_, k) in kept}) > 1 and any(
+        not np.array_equal(traj.env_states[first[by_start[(0, 0)][0]]], traj.env_states[first[eps[0]]])
+        for (g, k), eps in by_start.items() if g == 0 and k > 0
+    )  # a sub-env's next episode starts elsewhere
+
+
+def test_hard_start_successes_keeps_one_per_mostly_failed_start():
+    from benchmarks.self_imitation import hard_start_successes
+
+    # group 2: sub-envs 0, 1 share starts (0, k); 2, 3 share (1, k)
+    fin = [(0, 0, True), (1, 0, False),  # start (0,0): rate 0.5
+           (0, 1, True), (1, 1, True),  # (0,1): 1.0, solved: not kept with hard_max 0.5
+           (2, 0, False), (3, 0, True),  # (1,0): 0.5
+           (2, 1, False), (3, 1, False),  # (1,1): 0.0, nothing to keep
+           (2, 2, True)]  # (1,2): only one of two samples finished: not kept
+    kept = [(0, 0), (0, 1), (1, 1), (3, 0), (2, 2)]
+    keep, rates = hard_start_successes(fin, kept, 2, 0.5, 10)
+    assert rates == {(0, 0): 0.5, (0, 1): 1.0, (1, 0): 0.5, (1, 1): 0.0}
+    assert keep == [(0, 0.5), (3, 0.5)]
+    assert hard_start_successes(fin, kept, 2, 1.0, 10)[0] == [(0, 0.5), (3, 0.5), (1, 1.0)]
+    assert hard_start_successes(fin, kept, 2, 1.0, 1)[0] == [(0, 0.5)]
+
+
 @pytest.fixture(scope="module")
 def wm(data):
     """A small deterministic world model trained for a few steps on the real episodes."""
