@@ -373,15 +373,28 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "lift over SFT paired episode by episode (mean of the seeds [95% CI of the evaluation]): "
      "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ""),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
-    ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread (s)",
+    ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread, two runs side by side on 2 cores without "
+     "native bf16 (AVX2 only; s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
     ("imagination_lift.json", "ablation: KIR off (start at t=0), after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "kir_off"), ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "gating_off"), ""),
-    ("imagination_lift.json", "co-evolution rounds 1 / 2 again from the same round 0, the success model also refit on "
-     "the world model's replays, against the default's same round (paired): all replays (replayall, the old default) / "
-     "failed rollouts' replays only (replayfail, coevolution.replay_outcomes=failures)",
+    ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on the 2-core "
+     "AVX2-only machine, default threads: wall time (s); SFT -> RL in imagination -> co-evolution rounds; real RL",
+     lambda d: f"{_fmt(d['wall_time_s'])}; {_fmt(d['sft_success'])} -> {_fmt(d['imagination_rl_success'])} -> "
+     f"{_fmt(d['coevolution_success_by_round'])}; {_fmt(d['real_rl_same_budget_success'])}", "<= 1,800 (30 min)"),
+    ("imagination_lift_s32.json", "the previous main-job measurement (runs/s32, sft.steps=5000, before rl.max_kl): "
+     "SFT / RL in imagination / co-evolution rounds / real RL, same real budget", _phase_successes, ""),
+    ("imagination_lift_s32.json", "same: lift over SFT, paired (RL in imagination / co-evolution rounds / real RL)",
+     _run_lifts, ""),
+    ("imagination_lift_s32.json", "same: ablation KIR off / gating off, after RL in imagination (paired vs SFT; vs the "
+     "full method's round 0)", lambda d: f"{_ablation(d, 'kir_off')} / {_ablation(d, 'gating_off')}", ""),
+    ("imagination_lift_s32.json", "same: whole main job per seed, CPU time on 1 thread, on that faster host (s)",
+     lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), ""),
+    ("imagination_lift_s32.json", "same runs: co-evolution rounds 1 / 2 again from the same round 0, the success model "
+     "also refit on the world model's replays, against the default's same round (paired): all replays (replayall, the "
+     "old default) / failed rollouts' replays only (replayfail, coevolution.replay_outcomes=failures)",
      lambda d: f"{_coevolution_variant(d, 'replayall')}; {_coevolution_variant(d, 'replayfail')}", ""),
     ("imagination_lift_coevolution.json", "the same runs with the previous default coevolution.imagined_success_labels"
      "=true: co-evolution success by round (rounds 1 / 2 vs round 0, paired)",
@@ -476,6 +489,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "sampled 8 times, one success kept per start solved at most half the time; SFT -> round 0", _self_imitation, ""),
     ("self_imitation_demos_only.json", "the control: no collection, the same 5,000-step fine-tune on the demos alone "
      "(--demos-only); SFT -> round 0 / 1", _self_imitation, ""),
+    ("self_imitation_demos_only_scratch10k.json", "same runs, SFT trained again from scratch for 10,000 steps instead of "
+     "5,000 (--demos-only --init scratch --steps 10000; now the main job's sft.steps): SFT -> 10k", _self_imitation, ""),
     ("real_rl_si_runs.json", "GRPO in the real sim on the same two runs, side by side (the real_rl benchmark, default "
      "settings): SFT -> 380k / 520k real steps (100 / 137 iterations)", _curve, "imagination RL >= real RL at the "
      "same real budget"),

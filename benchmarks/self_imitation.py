@@ -58,6 +58,17 @@ import numpy as np
 
 from benchmarks._stats import paired_outcome_difference, run_keys
 
+SUB_ENVS = 16  # sub-envs a task is played in
+
+
+def check_group(group: int, num_envs: int = SUB_ENVS) -> None:
+    """Raise a one-line error unless ``group`` is >= 1 and divides ``num_envs``."""
+    from wmrl.errors import WmrlError
+
+    if group < 1 or num_envs % group:
+        divisors = ", ".join(str(d) for d in range(1, num_envs + 1) if num_envs % d == 0)
+        raise WmrlError(f"--group {group} must divide the {num_envs} sub-envs a task is played in ({divisors})")
+
 
 def collect_successes(
     policy: Any,
@@ -67,7 +78,7 @@ def collect_successes(
     std: float,
     seed: int,
     env_kwargs: dict,
-    num_envs: int = 16,
+    num_envs: int = SUB_ENVS,
     state_model: Any = None,
     group: int = 1,
     hard_max: float = 1.0,
@@ -96,10 +107,7 @@ def collect_successes(
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
     from imagination.trainer_utils import set_exploration_std
-    from wmrl.errors import WmrlError
-
-    if group < 1 or num_envs % group:
-        raise WmrlError(f"group {group} must be >= 1 and divide the {num_envs} sub-envs")
+    check_group(group, num_envs)
     pol = copy.deepcopy(policy)
     set_exploration_std(std, pol)
     env = envs.make_vec(task, num_envs, **env_kwargs, autoreset_mode="same_step", seed=seed)
@@ -185,11 +193,13 @@ def run_one(
     :func:`collect_successes` takes them; ``demos_only``: the control, no collection (each round
     fine-tunes on the demos alone)."""
     from benchmarks.real_rl import _link_run, _seed_of
-    from imagination.pipeline import Pipeline, load_run_config
+    from imagination.pipeline import Pipeline, load_run_config, run_config_of
     from policies import load_policy
     from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
 
     seed = _seed_of(src)
+    if steps is None:  # the run's own SFT steps (its config.yaml), not today's conf/run.yaml default
+        steps = int(run_config_of(src).sft["steps"])
     model = None
     if object_dynamics is not None:
         from benchmarks._split_worlds import check_state_model
@@ -313,8 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             raise WmrlError(f"{name} {v} must be >= 1")
     if not a.std > 0:
         raise WmrlError(f"--std {a.std} must be > 0 (the policy samples; a mean action finds nothing new)")
-    if a.group < 1 or 16 % a.group:
-        raise WmrlError(f"--group {a.group} must divide the 16 sub-envs a task is played in (1, 2, 4, 8 or 16)")
+    check_group(a.group)  # before any work
     if not 0 < a.hard_max <= 1:
         raise WmrlError(f"--hard-max {a.hard_max} must be in (0, 1]")
     config_name = "run_quick" if a.quick else "run"

@@ -173,10 +173,13 @@ def sft_at_budgets(pipe: Any, fractions: tuple[float, ...] = SFT_BUDGET_FRACTION
     """The run's SFT recipe at smaller optimiser-step budgets (``fraction`` x the run's steps, at
     least 20), trained once into ``RUN/ranking/sft_steps_N`` (kept, and resumed, across calls):
     the "SFT at several budgets" policies, graded by training rather than by injected noise."""
+    from imagination.pipeline import run_config_of
     from policies import load_policy
     from policies.train import TrainPolicyConfig
 
-    full = int(pipe.cfg.sft.get("steps") or TrainPolicyConfig.steps)
+    # the run's own SFT steps (its config.yaml: a run made before a default changed keeps its own)
+    saved = run_config_of(pipe.root).sft if (pipe.root / "config.yaml").exists() else pipe.cfg.sft
+    full = int(saved.get("steps") or TrainPolicyConfig.steps)
     out = {}
     for f in fractions:
         n = max(20, int(round(f * full)))

@@ -135,6 +135,18 @@ def test_hard_start_successes_keeps_one_per_mostly_failed_start():
     assert hard_start_successes(fin, kept, 2, 1.0, 1)[0] == [(0, 0.5)]
 
 
+def test_self_imitation_rejects_a_group_that_does_not_divide_the_sub_envs(tmp_path):
+    from benchmarks.self_imitation import check_group, main
+    from wmrl.errors import WmrlError
+
+    check_group(8)
+    with pytest.raises(WmrlError, match=r"--group 3 must divide the 16 sub-envs .*\(1, 2, 4, 8, 16\)"):
+        main(["--runs", str(tmp_path / "missing"), "--group", "3", "--out", str(tmp_path / "o.json")])
+    with pytest.raises(WmrlError, match="--group 0"):
+        check_group(0)
+    assert not (tmp_path / "o.json").exists()
+
+
 @pytest.fixture(scope="module")
 def wm(data):
     """A small deterministic world model trained for a few steps on the real episodes."""
