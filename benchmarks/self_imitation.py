@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         "group": a.group,
         "hard_max": a.hard_max,
         "demos_only": a.demos_only,
-        **run_fields(a, 16, config_name, t0),
+        **run_fields(a, SUB_ENVS, config_name, t0),
     }
     atomic_write_json(a.out, res)
     print(f"self-imitation: SFT {res['sft_success']:.3f} -> {res['final_success']:.3f} (lift {res['lift']:+.3f})")

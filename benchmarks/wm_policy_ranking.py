@@ -177,9 +177,8 @@ def sft_at_budgets(pipe: Any, fractions: tuple[float, ...] = SFT_BUDGET_FRACTION
     from policies import load_policy
     from policies.train import TrainPolicyConfig
 
-    # the run's own SFT steps (its config.yaml: a run made before a default changed keeps its own)
-    saved = run_config_of(pipe.root).sft if (pipe.root / "config.yaml").exists() else pipe.cfg.sft
-    full = int(saved.get("steps") or TrainPolicyConfig.steps)
+    # the run's own SFT steps (the config.yaml its Pipeline keeps: a run made before a default changed keeps its own)
+    full = int(run_config_of(pipe.root).sft.get("steps") or TrainPolicyConfig.steps)
     out = {}
     for f in fractions:
         n = max(20, int(round(f * full)))
