@@ -312,6 +312,12 @@ def _drawn_real(d: dict) -> str:
     return f"{_fmt(rd.get('spearman'))} / {acc.get('agree', 'n/a')}{ties} of {acc.get('pairs', 'n/a')}{sft}"
 
 
+def _main_job(d: dict) -> str:
+    """A main job's results.json: wall time; SFT -> RL in imagination -> co-evolution rounds; real RL."""
+    return (f"{_fmt(d['wall_time_s'])}; {_fmt(d['sft_success'])} -> {_fmt(d['imagination_rl_success'])} -> "
+            f"{_fmt(d['coevolution_success_by_round'])}; {_fmt(d['real_rl_same_budget_success'])}")
+
+
 def _ranking_rows(file: str, where: str) -> list[tuple[str, str, Callable[[dict], Any], str]]:
     """The two README rows of a wm_policy_ranking result on run ``where``: every reading's Spearman, and
     the share of the resolved pairs each orders right."""
@@ -336,6 +342,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(f"{_fmt(_get(d, f'worlds.{w}.speedup'))}x" for w in
                           ("real", "state_model", "learned_renderer", "learned_renderer_real_dynamics"))
      + f" / {_fmt(_get(d, 'evaluation.speedup'))}x; {_fmt(d.get('outcomes_identical'))}", "identical"),
+    ("train_speed.json", "main job's hot paths, the replaced implementation against the current one side by side: "
+     "speedup of the world model's context-noise draw / its training step / SFT's random shift / an SFT step / "
+     "the demos' replays in the world model",
+     lambda d: " / ".join(f"{_fmt(_get(d, f'speedup.{k}'))}x" for k in
+                          ("context_noise", "wm_train_step", "random_shift", "sft_step", "replays")), ""),
     ("expert_calibration.json", "scripted experts, worst task at noise 0 (100 episodes each)", "min_success_at_noise_0", ">= 0.95"),
     ("expert_calibration.json", "scripted experts, mean success at noise 0 / 0.25 / 0.5 / 1.0",
      lambda d: " / ".join(_fmt(v) for v in d["mean_success_by_noise"].values()), "graded"),
@@ -382,8 +393,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _ablation(d, "gating_off"), ""),
     ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on the 2-core "
      "AVX2-only machine, default threads: wall time (s); SFT -> RL in imagination -> co-evolution rounds; real RL",
-     lambda d: f"{_fmt(d['wall_time_s'])}; {_fmt(d['sft_success'])} -> {_fmt(d['imagination_rl_success'])} -> "
-     f"{_fmt(d['coevolution_success_by_round'])}; {_fmt(d['real_rl_same_budget_success'])}", "<= 1,800 (30 min)"),
+     _main_job, "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s38.json", "the same run before the faster hot paths (train_speed.json; runs/s38/default)",
+     _main_job, "<= 1,800 (30 min)"),
     ("imagination_lift_s32.json", "the previous main-job measurement (runs/s32, sft.steps=5000, before rl.max_kl): "
      "SFT / RL in imagination / co-evolution rounds / real RL, same real budget", _phase_successes, ""),
     ("imagination_lift_s32.json", "same: lift over SFT, paired (RL in imagination / co-evolution rounds / real RL)",

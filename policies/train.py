@@ -135,14 +135,14 @@ class ChunkDataset:
 
     def batch(self, ids: torch.Tensor, shift: int = 0, gen: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         out = {
-            "image": random_shift(self.images[ids], shift, gen),
+            "image": random_shift(self.images, shift, gen, ids),
             "state": self.states[ids],
             "text": self.texts[self.text_idx[ids]],
             "actions": self.actions[self.chunk_idx[ids]],
             "mask": self.mask[ids],
         }
         if self.wrist is not None:
-            out["wrist_image"] = random_shift(self.wrist[ids], shift, gen)
+            out["wrist_image"] = random_shift(self.wrist, shift, gen, ids)
         return out
 
 
@@ -151,16 +151,26 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def random_shift(images: torch.Tensor, shift: int, gen: torch.Generator | None = None) -> torch.Tensor:
-    """DrQ-style augmentation: pad by ``shift`` (edge) and crop back at a random offset. uint8 (B,H,W,3)."""
+def random_shift(
+    images: torch.Tensor, shift: int, gen: torch.Generator | None = None, ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """DrQ-style augmentation: pad by ``shift`` (edge) and crop back at a random offset.
+
+    images: uint8 (N,H,W,C); ids: optional (B,) rows of ``images`` to take (None: all N). Returns
+    (B,H,W,C) on ``images``' device. One ``index_select`` of pixels straight from ``images`` (about 3x
+    faster on the CPU than indexing the batch out first and then its rows and columns; the same pixels
+    for the same draws)."""
     if shift <= 0:
-        return images
-    b, h, w, _ = images.shape
+        return images if ids is None else images[ids]
+    n, h, w, c = images.shape
+    ids = torch.arange(n) if ids is None else ids.long().cpu()
+    b = len(ids)
     oy = torch.randint(-shift, shift + 1, (b, 1), generator=gen)
     ox = torch.randint(-shift, shift + 1, (b, 1), generator=gen)
     rows = (oy + torch.arange(h)[None]).clamp(0, h - 1)  # edge pixels repeat, like replicate padding
     cols = (ox + torch.arange(w)[None]).clamp(0, w - 1)
-    return images[torch.arange(b)[:, None, None], rows[:, :, None], cols[:, None, :]]
+    pixel = ((ids[:, None, None] * h + rows[:, :, None]) * w + cols[:, None, :]).reshape(-1).to(images.device)
+    return images.reshape(n * h * w, c).index_select(0, pixel).view(b, h, w, c)
 
 
 # --------------------------------------------------------------------------- training

@@ -256,7 +256,7 @@ def train_success_model(
                 other = rng.integers(len(uniq) - 1)
                 ti[i] = other + (other >= ti[i])
                 y[i] = 0.0
-        x = random_shift(images[torch.from_numpy(ids)], augment_shift, gen)
+        x = random_shift(images, augment_shift, gen, torch.from_numpy(ids))
         logits = model.logits(x.to(dev), text[torch.from_numpy(ti).to(dev)])
         loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(y).to(dev))
         check_finite("success model loss", loss)

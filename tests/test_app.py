@@ -113,6 +113,18 @@ def test_cli_help_and_unknown_command():
     )
 
 
+def test_train_speed_refuses_bad_arguments_before_any_work(tmp_path):
+    from benchmarks import train_speed
+    from wmrl.errors import WmrlError
+
+    out = tmp_path / "ts.json"
+    with pytest.raises(WmrlError, match=r"--repeats=0 must be >= 1"):
+        train_speed.main(["--quick", "--repeats", "0", "--out", str(out)])
+    with pytest.raises(WmrlError, match=r"--dataset=.*nowhere does not exist"):
+        train_speed.main(["--quick", "--dataset", str(tmp_path / "nowhere"), "--out", str(out)])
+    assert not out.exists()
+
+
 def test_sim_throughput_quick_writes_json(tmp_path):
     from benchmarks import sim_throughput
 

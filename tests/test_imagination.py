@@ -681,6 +681,28 @@ def test_imagined_replays_keep_real_labels(wm, data):
     np.testing.assert_array_equal(rep2.terminal.images[0], one)
 
 
+def test_rollout_frames_batches_episodes_of_different_lengths(wm, data):
+    """Each episode's frames are its own rollout's: exactly so one at a time, and up to float
+    rounding (which an autoregressive model carries forward) when batched with longer ones."""
+    from imagination.coevolution import rollout_frames
+
+    T = wm.config.context_frames
+    bounds = np.asarray(data.episode_bounds)[:6]
+    lengths = [3, 7, 1, 5, 2, 7]  # not multiples of the chunk (2), and unsorted
+    ctx = [data.images[s : s + T] for s, _ in bounds]
+    st = [data.states[s : s + T] for s, _ in bounds]
+    acts = [data.actions[s : s + n] for (s, _), n in zip(bounds, lengths)]
+    with torch.no_grad():
+        own = [wm.rollout(c[None], x[None], a[None]).frames[0].cpu().numpy() for c, x, a in zip(ctx, st, acts)]
+    one = rollout_frames(wm, ctx, st, acts, batch_size=1)
+    batched = rollout_frames(wm, ctx, st, acts, batch_size=4)
+    for n, o, f1, fb in zip(lengths, own, one, batched):
+        assert f1.shape == fb.shape == (n, SIZE, SIZE, 3) and f1.dtype == np.uint8
+        np.testing.assert_array_equal(f1, o)
+        assert np.abs(fb.astype(np.int16) - o.astype(np.int16)).mean() < 0.5
+    assert rollout_frames(wm, [], [], []) == []
+
+
 def test_imagined_random_failures_are_labelled_failures(wm, data):
     from imagination.coevolution import imagined_random_failures
     from wmrl.data import Trajectories

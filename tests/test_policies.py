@@ -13,7 +13,7 @@ from policies import load_policy
 from policies.base import Policy
 from policies.heads import GaussianHead, TokenHead
 from policies.text import InstructionEncoder
-from policies.train import TrainPolicyConfig, train_policy
+from policies.train import TrainPolicyConfig, random_shift, train_policy
 from policies.vla import VLAConfig, VLAPolicy
 from wmrl.data import Trajectories
 from wmrl.errors import CheckpointError, ConfigError, NonFiniteError, WmrlError
@@ -260,6 +260,24 @@ def test_sft_reduces_loss_and_resumes(tmp_path, head):
     steps = [json.loads(x)["step"] for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps == [10, 20, 30, 40, 50]
     assert isinstance(load_policy(tmp_path / "run" / "policy"), Policy)
+
+
+def test_random_shift_is_an_edge_padded_crop_of_the_chosen_rows():
+    """Against the definition: replicate-pad by ``shift`` and crop back at the drawn offset."""
+    images = torch.randint(0, 256, (10, 12, 9, 3), dtype=torch.uint8)
+    ids = torch.tensor([7, 0, 7, 3, 9])
+    out = random_shift(images, 2, torch.Generator().manual_seed(1), ids)
+    gen = torch.Generator().manual_seed(1)  # the same draws, in the same order
+    oy, ox = torch.randint(-2, 3, (5, 1), generator=gen), torch.randint(-2, 3, (5, 1), generator=gen)
+    padded = torch.nn.functional.pad(images[ids].permute(0, 3, 1, 2).float(), (2, 2, 2, 2), mode="replicate")
+    for i in range(5):
+        y, x = 2 + int(oy[i]), 2 + int(ox[i])
+        ref = padded[i, :, y : y + 12, x : x + 9].permute(1, 2, 0).to(torch.uint8)
+        assert torch.equal(out[i], ref)
+    assert (oy != 0).any() or (ox != 0).any()  # the check saw a real shift
+    # without ids: every row, in order; shift 0: the rows themselves
+    assert random_shift(images, 1, torch.Generator()).shape == images.shape
+    assert torch.equal(random_shift(images, 0, None, ids), images[ids])
 
 
 def test_sft_is_reproducible(tmp_path):

@@ -358,6 +358,20 @@ def test_self_forcing_uses_imagined_context(family):
     assert np.isfinite(loss)
 
 
+def test_context_noise_is_standard_normal_scaled_by_each_windows_level():
+    """Training's context augmentation on channels-last frames (as ``to_unit`` makes them)."""
+    m = tiny_model("deterministic", context_noise_max=0.3)
+    frames = torch.rand(32, 2, 16, 16, 3).movedim(-1, -3)  # (B, T, 3, H, W), not contiguous
+    torch.manual_seed(0)
+    noisy, level = m._augment_context(frames)
+    assert noisy.shape == frames.shape and level.shape == (32,)
+    assert ((level >= 0) & (level <= 0.3)).all()
+    z = (noisy - frames) / level[:, None, None, None, None]
+    assert abs(float(z.mean())) < 0.02 and abs(float(z.std()) - 1.0) < 0.02
+    per_window = z.flatten(1).std(dim=1)  # each window's noise has unit std: its level alone scales it
+    assert ((per_window - 1.0).abs() < 0.1).all()
+
+
 def test_fidelity_metrics_are_exact_on_truth_and_see_motion():
     from benchmarks.wm_fidelity import horizon_metrics, shuffled_actions
 
