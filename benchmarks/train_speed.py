@@ -8,8 +8,8 @@ ratios (``speedup`` = reference time / current time):
 
 * ``context_noise``: the world model's context-noise draw on a training batch's context
   ``(16, T, 3, H, W)``. Reference ``torch.randn_like`` copies the frames' channels-last strides (the
-  batch is ``to_unit``'s view of uint8 ``(..., H, W, 3)`` frames), and the CPU fills a strided tensor
-  element by element; current: one contiguous ``torch.randn``.
+  batch is ``to_unit``'s view of uint8 ``(..., H, W, 3)`` frames), and a tensor of those strides is
+  slow to fill on the CPU; current: one contiguous ``torch.randn``.
 * ``wm_train_step``: one training step of the default world model (``conf/world_model/deterministic
   .yaml``, batch 16) with each draw.
 * ``random_shift``: the SFT augmentation of a 64-frame batch. Reference: index the batch out of the
