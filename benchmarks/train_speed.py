@@ -10,14 +10,13 @@ ratios (``speedup`` = reference time / current time):
   ``(16, T, 3, H, W)``. Reference ``torch.randn_like`` copies the frames' channels-last strides (the
   batch is ``to_unit``'s view of uint8 ``(..., H, W, 3)`` frames), and a tensor of those strides is
   slow to fill on the CPU; current: one contiguous ``torch.randn``.
-* ``wm_train_step``: one training step of the default world model (``conf/world_model/deterministic
-  .yaml``, batch 16) with each draw.
+* ``wm_train_step``: one training step of the main job's world model (``conf/run.yaml``, batch 16)
+  with each draw.
 * ``random_shift``: the SFT augmentation of a 64-frame batch. Reference: index the batch out of the
   dataset, then its rows and columns (three index tensors); current: one ``index_select`` of pixels
   straight from the dataset (``policies.train.random_shift``). The two give the same pixels for the
   same draws (``random_shift.identical``).
-* ``sft_step``: one SFT step of the default policy (``conf/policy/vla_gaussian.yaml``, batch 64) with
-  each shift.
+* ``sft_step``: one SFT step of the main job's policy (``conf/run.yaml``, batch 64) with each shift.
 * ``replays``: the world model's open-loop replays of the demos (the rewards stage's
   ``imagined_replays``). Reference: one episode at a time, which is
   ``imagination.coevolution.rollout_frames(batch_size=1)`` pixel for pixel; current: 64 per batch.
@@ -41,8 +40,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def reference_context_noise(self: Any, ctx_frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,20 +102,20 @@ def load_or_collect(dataset: str | None, quick: bool, tmp: Path) -> tuple[Any, s
 
 
 def build_models(traj: Any) -> tuple[Any, Any]:
-    """The run's default world model and policy at the data's image size, freshly initialised."""
-    from omegaconf import OmegaConf
-
+    """The main job's world model and policy (``conf/run.yaml`` composed, as ``wmrl run`` builds
+    them) at the data's image size, freshly initialised."""
+    from imagination.pipeline import load_run_config
     from policies.vla import VLAConfig, VLAPolicy
+    from wmrl.config import to_dataclass
     from worldmodels import make_world_model
     from worldmodels.modeling_common import model_states
 
     size = int(traj.images.shape[1])
-    wm_cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "world_model" / "deterministic.yaml"))
-    family = wm_cfg.pop("family")
-    wm = make_world_model(family, **{**wm_cfg, "image_size": size})
+    cfg = load_run_config([f"image_size={size}"])
+    wm_cfg = dict(cfg.world_model)
+    wm = make_world_model(wm_cfg.pop("family"), **{**wm_cfg, "image_size": size, "seed": cfg.seed})
     wm.fit_stats(model_states(traj, wm.config), np.asarray(traj.actions), np.asarray(traj.rewards))
-    pol_cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "policy" / "vla_gaussian.yaml"))
-    policy = VLAPolicy(VLAConfig(**{**pol_cfg, "image_size": size}))
+    policy = VLAPolicy(to_dataclass({**cfg.policy, "image_size": size}, VLAConfig, where="policy."))
     return wm, policy
 
 

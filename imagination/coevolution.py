@@ -316,6 +316,8 @@ def imagined_replays(world_model: Any, traj: Any) -> Any | None:
     term_images = None if term is None else np.array(term.images, copy=True)
     bounds = np.asarray(traj.episode_bounds)
     keep = [e for e, (s, t) in enumerate(bounds) if t - s - T >= 1]
+    if not keep:
+        return None
     extra = 0 if term_images is None else 1  # the last action leads to the terminal frame
     frames = rollout_frames(
         world_model,
@@ -328,8 +330,6 @@ def imagined_replays(world_model: Any, traj: Any) -> Any | None:
         images[s + T : t] = f[: t - s - T]
         if term_images is not None:
             term_images[e] = f[t - s - T]
-    if not keep:
-        return None
     from dataclasses import replace
 
     changes: dict[str, Any] = {"images": images}
