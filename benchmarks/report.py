@@ -391,6 +391,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _ablation(d, "kir_off"), ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "gating_off"), ""),
+    ("imagination_lift.json", "round 0 again with other keyframe starts: the later half of each demo's pre-success part "
+     "(late, imagination.keyframes.strategy=late) / half of them from the last 24 frames of failed demos (nearfail, "
+     "near_failure) (paired vs SFT; vs the full method's round 0)",
+     lambda d: f"{_ablation(d, 'late')} / {_ablation(d, 'nearfail')}" if "late" in d["ablations"] else "not run", ""),
+    ("imagination_lift.json", "round 0 again scored by the change in success probability over the episode "
+     "(relret: imagination.reward=relative rl.score=return) (paired vs SFT; vs the full method's round 0)",
+     lambda d: _ablation(d, "relret") if "relret" in d["ablations"] else "not run", ""),
+    ("imagination_lift_s38.json", "the previous measurement, same recipe before the faster hot paths (runs/s38/lift): "
+     "SFT / RL in imagination / co-evolution rounds / real RL, same real budget; rounds 1 / 2 vs round 0 (paired)",
+     lambda d: f"{_phase_successes(d)}; {_rounds_vs_round_0(d)}", ""),
+    ("imagination_lift_s38.json", "same: lift over SFT, paired (RL in imagination / co-evolution rounds / real RL)",
+     _run_lifts, ""),
+    ("imagination_lift_s38.json", "same: whole main job per seed, CPU time on 1 thread, two runs side by side (s)",
+     lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), ""),
     ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on the 2-core "
      "AVX2-only machine, default threads: wall time (s); SFT -> RL in imagination -> co-evolution rounds; real RL",
      _main_job, "<= 1,800 (30 min)"),

@@ -12,7 +12,7 @@ import pytest
 
 from wmrl.config import to_dataclass
 from wmrl.errors import CheckpointError, ConfigError, NonFiniteError
-from wmrl.io import atomic_write, atomic_write_json
+from wmrl.io import atomic_save_safetensors, atomic_write, atomic_write_json
 from wmrl.runs import RunDir, check_finite, seed_everything
 from wmrl.video import grid, side_by_side, write_video
 
@@ -29,6 +29,25 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path):
         atomic_write(path, broken)
     assert json.loads(path.read_text()) == {"x": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_safetensors_with_several_metadata_entries_are_written_byte_for_byte_alike(tmp_path):
+    """safetensors orders metadata entries as a Rust HashMap does (differently on every save); the
+    same tensors and metadata must give the same file, which safetensors reads back unchanged."""
+    import torch
+    from safetensors import safe_open
+
+    meta = {f"{i:02x}-key": f"instruction \u00e9 {i}" for i in range(27)}
+    tensors = {"w": torch.arange(6.0).view(2, 3), "n": torch.ones(3, dtype=torch.int64), "h": torch.ones(5).half()}
+    files = [atomic_save_safetensors(tmp_path / f"f{j}.safetensors", tensors, meta) for j in range(4)]
+    assert len({f.read_bytes() for f in files}) == 1
+    raw = files[0].read_bytes()
+    assert (8 + int.from_bytes(raw[:8], "little")) % 8 == 0  # the tensor data stays 8-byte aligned
+    with safe_open(str(files[0]), framework="pt") as f:
+        assert f.metadata() == meta
+        for k, v in tensors.items():
+            got = f.get_tensor(k)
+            assert got.dtype == v.dtype and torch.equal(got, v)
 
 
 def test_run_dir_metrics_checkpoints_and_resume(tmp_path):

@@ -40,11 +40,36 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> Pat
 def atomic_save_safetensors(
     path: str | os.PathLike, tensors: dict, metadata: dict[str, str] | None = None
 ) -> Path:
-    """Save a ``dict[str, Tensor]`` with safetensors, atomically."""
+    """Save a ``dict[str, Tensor]`` with safetensors, atomically; equal tensors and metadata give
+    equal bytes (see :func:`safetensors_bytes`)."""
     from safetensors.torch import save_file
 
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    if metadata is not None and len(metadata) > 1:
+        return atomic_write(path, lambda p: p.write_bytes(safetensors_bytes(tensors, metadata)))
     return atomic_write(path, lambda p: save_file(tensors, str(p), metadata=metadata))
+
+
+def safetensors_bytes(tensors: dict, metadata: dict[str, str] | None = None) -> bytes:
+    """``safetensors.torch.save(tensors, metadata)`` with the header's ``__metadata__`` entries in
+    sorted order.
+
+    safetensors holds the metadata in a Rust ``HashMap``, so a file with two or more metadata
+    entries came out in a different entry order on every save: the same tensors, other bytes (the
+    world model's two entries, the instruction cache's one per instruction). The header is written
+    again as compact JSON with the entries sorted, padded with spaces to a multiple of 8 bytes as
+    safetensors pads it; the tensor data after it is unchanged (its offsets are relative to it)."""
+    from safetensors.torch import save
+
+    raw = save(tensors, metadata=metadata)
+    if not metadata or len(metadata) < 2:
+        return raw
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    head += b" " * (-len(head) % 8)
+    return len(head).to_bytes(8, "little") + head + raw[8 + n :]
 
 
 def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
