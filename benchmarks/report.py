@@ -410,8 +410,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s38.json", "the same run before the faster hot paths (train_speed.json; runs/s38/default)",
      _main_job, "<= 1,800 (30 min)"),
-    ("main_job_default_alone_s40.json", "the same command again a day later on the current code (runs/s40/default): the "
-     "same SFT and real-RL policies, another world model (its training on 2 threads is not bitwise repeatable)",
+    ("main_job_default_alone_s40.json", "the same command again later that day on the current code (runs/s40/default): the "
+     "same SFT and real-RL policies, another world model (its lr schedule follows the time share of its 600 s cap)",
      _main_job, "<= 1,800 (30 min)"),
     ("imagination_lift_s32.json", "the previous main-job measurement (runs/s32, sft.steps=5000, before rl.max_kl): "
      "SFT / RL in imagination / co-evolution rounds / real RL, same real budget", _phase_successes, ""),
