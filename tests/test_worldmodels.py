@@ -336,6 +336,57 @@ def test_hydra_config_and_train_job_resume(tmp_path):
         run(6)
 
 
+def test_lr_follows_the_clock_only_when_the_run_falls_behind_its_time_cap():
+    from worldmodels.train import TrainLoopConfig, anneal_progress, lr_at
+
+    c = TrainLoopConfig(steps=1001, warmup_steps=1, lr=1.0, max_time_s=100.0)
+    by_step = lr_at(501, TrainLoopConfig(steps=1001, warmup_steps=1, lr=1.0), 0.0)
+    for elapsed in (0.0, 20.0, 50.0, 54.0):  # ahead of, on, or within the slack of the pace
+        assert anneal_progress(501, c, elapsed) == (0.5, False) and lr_at(501, c, elapsed) == by_step
+    p, by_time = anneal_progress(501, c, 91.0)  # 0.91 of the cap gone, half the steps done
+    assert by_time and p == pytest.approx((0.91 - 0.1) / 0.9) and lr_at(501, c, 91.0) < by_step
+    assert lr_at(501, c, 100.0) == pytest.approx(0.1)  # at the cap: fully annealed
+    old = dataclasses.replace(c, time_anneal_slack=0.0)  # the larger share, whichever it is
+    assert anneal_progress(501, old, 55.0) == (pytest.approx(0.55), True)
+    with pytest.raises(ConfigError, match="time_anneal_slack=1.0"):
+        TrainLoopConfig(time_anneal_slack=1.0)
+
+
+def test_capped_training_repeats_bit_for_bit_at_any_pace_that_keeps_within_the_cap(tmp_path, monkeypatch):
+    """The trainer's clock is faked: each reading advances by ``dt`` seconds (one reading per step)."""
+    import types
+
+    import worldmodels.train as wt
+
+    traj = synthetic_trajectories(episodes=4)
+    wm = {"family": "deterministic", **TINY}
+
+    def run(name: str, dt: float, slack: float = 0.1):
+        ticks = iter(range(10_000))
+        monkeypatch.setattr(wt, "time", types.SimpleNamespace(perf_counter=lambda: dt * next(ticks)))
+        c = wt.TrainWorldModelConfig(
+            world_model=wm,
+            run_dir=str(tmp_path / name),
+            train=wt.TrainLoopConfig(
+                steps=11, batch_size=4, warmup_steps=1, max_time_s=10.0, time_anneal_slack=slack,
+                checkpoint_every=100, log_every=1, videos=0, seed=3,
+            ),
+        )
+        model, info = wt.train_world_model(c, traj, None, progress=False)
+        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return model.state_dict(), [r["lr"] for r in rows if "lr" in r], info
+
+    fast, lr_fast, info_fast = run("fast", 1e-3)
+    near, lr_near, info_near = run("near", 0.85)  # 11 steps in 9.35 s: early steps run behind the step share
+    assert info_fast["lr_by_time_from_step"] is None and info_near["lr_by_time_from_step"] is None
+    assert lr_near == lr_fast and all(torch.equal(fast[k], near[k]) for k in fast)
+    _, lr_old, info_old = run("old", 0.85, slack=0.0)  # annealing by the larger share depends on the pace
+    assert lr_old != lr_fast and info_old["lr_by_time_from_step"] is not None
+    _, lr_slow, info_slow = run("slow", 1.5)  # would overrun the cap: anneals by the clock and stops
+    assert info_slow["stopped_by_time"] and info_slow["lr_by_time_from_step"] is not None
+    assert info_slow["steps"] < 11 and lr_slow[-1] < lr_fast[info_slow["steps"] - 1]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_self_forcing_uses_imagined_context(family):
     m = tiny_model(family, self_forcing_prob=1.0)

@@ -52,6 +52,9 @@ class TrainLoopConfig:
     batch_size: windows per step.
     lr / weight_decay / warmup_steps / grad_clip: AdamW with linear warm-up and cosine decay.
     max_time_s: stop (and checkpoint) after this many seconds of training (None: no limit).
+    time_anneal_slack: with ``max_time_s``, how far (as a share of the cap) the time share may run
+        ahead of the step share before the learning rate anneals by time (see :func:`lr_at`). A run
+        that keeps pace anneals by step alone, so its weights do not depend on the machine's speed.
     checkpoint_every / log_every: in steps.
     videos / video_horizon: number of held-out rollouts written as real | imagined mp4 at the end.
     num_threads: torch CPU threads (None: torch default).
@@ -70,6 +73,7 @@ class TrainLoopConfig:
     warmup_steps: int = 50
     grad_clip: float = 1.0
     max_time_s: float | None = None
+    time_anneal_slack: float = 0.1
     checkpoint_every: int = 200
     log_every: int = 10
     videos: int = 4
@@ -91,6 +95,8 @@ class TrainLoopConfig:
             raise ConfigError(f"train.lr={self.lr!r} must be > 0")
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise ConfigError(f"train.max_time_s={self.max_time_s!r} must be > 0 or null")
+        if not 0.0 <= self.time_anneal_slack < 1.0:
+            raise ConfigError(f"train.time_anneal_slack={self.time_anneal_slack!r} must be in [0, 1)")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"train.ema_decay={self.ema_decay!r} must be in [0, 1) (0: off)")
         if self.video_horizon < 1 or self.videos < 0:
@@ -128,14 +134,30 @@ class TrainWorldModelConfig:
         return family, to_dataclass(wm, get_config_class(family), where="world_model.")
 
 
+def anneal_progress(step: int, cfg: TrainLoopConfig, elapsed_s: float = 0.0) -> tuple[float, bool]:
+    """Cosine progress in [0, 1] after warm-up, and whether the clock (not the step count) set it.
+
+    The step share is ``(step - warmup) / (steps - warmup)``. With ``max_time_s`` the time share
+    ``t = elapsed_s / max_time_s`` takes over only when the run falls behind the pace that finishes
+    all steps inside the cap by more than ``time_anneal_slack`` (s): progress is
+    ``max(step share, (t - s) / (1 - s))``, which reaches 1 at the cap. So a run that keeps pace anneals
+    by step alone and repeats bit for bit on a faster or slower machine, and a run that would be cut
+    short by the cap still ends annealed. ``s = 0`` anneals by whichever share is larger.
+    """
+    p = min(1.0, max(0.0, step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps))
+    if cfg.max_time_s:
+        s = cfg.time_anneal_slack
+        p_time = min(1.0, (elapsed_s / cfg.max_time_s - s) / (1.0 - s))
+        if p_time > p:
+            return p_time, True
+    return p, False
+
+
 def lr_at(step: int, cfg: TrainLoopConfig, elapsed_s: float = 0.0) -> float:
-    """Linear warm-up then cosine decay to 10% of ``lr``; progress is the larger of the step share
-    and (with ``max_time_s``) the time share, so time-budgeted runs also anneal."""
+    """Linear warm-up, then cosine decay to 10% of ``lr`` over :func:`anneal_progress`."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    p = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps))
-    if cfg.max_time_s:
-        p = max(p, min(1.0, elapsed_s / cfg.max_time_s))
+    p, _ = anneal_progress(step, cfg, elapsed_s)
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
@@ -256,10 +278,13 @@ def train_world_model(
     )
     acc: dict[str, list[float]] = {}
     stopped_by_time = False
+    lr_by_time_from: int | None = None  # first step whose learning rate followed the clock
     elapsed = elapsed0
     while step < tc.steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, tc, elapsed)
+        if lr_by_time_from is None and step >= tc.warmup_steps and anneal_progress(step, tc, elapsed)[1]:
+            lr_by_time_from = step
         loss, logs = train_step(model, opt, sampler.sample(tc.batch_size), grad_clip=tc.grad_clip)
         step += 1
         if ema is not None:
@@ -293,6 +318,7 @@ def train_world_model(
         "family": family,
         "steps": step,
         "stopped_by_time": stopped_by_time,
+        "lr_by_time_from_step": lr_by_time_from,
         "ema_decay": tc.ema_decay,
         "train_time_s": train_time,
         "train_frames": int(len(train_traj.images)),
