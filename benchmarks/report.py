@@ -344,9 +344,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      + f" / {_fmt(_get(d, 'evaluation.speedup'))}x; {_fmt(d.get('outcomes_identical'))}", "identical"),
     ("train_speed.json", "main job's hot paths, the replaced implementation against the current one side by side: "
      "speedup of the world model's context-noise draw / its training step / SFT's random shift / an SFT step / "
-     "the demos' replays in the world model",
+     "the demos' replays in the world model / the demos' collection with its background writer",
      lambda d: " / ".join(f"{_fmt(_get(d, f'speedup.{k}'))}x" for k in
-                          ("context_noise", "wm_train_step", "random_shift", "sft_step", "replays")), ""),
+                          ("context_noise", "wm_train_step", "random_shift", "sft_step", "replays", "demos_writer")), ""),
     ("expert_calibration.json", "scripted experts, worst task at noise 0 (100 episodes each)", "min_success_at_noise_0", ">= 0.95"),
     ("expert_calibration.json", "scripted experts, mean success at noise 0 / 0.25 / 0.5 / 1.0",
      lambda d: " / ".join(_fmt(v) for v in d["mean_success_by_noise"].values()), "graded"),

@@ -20,6 +20,11 @@ ratios (``speedup`` = reference time / current time):
 * ``replays``: the world model's open-loop replays of the demos (the rewards stage's
   ``imagined_replays``). Reference: one episode at a time, which is
   ``imagination.coevolution.rollout_frames(batch_size=1)`` pixel for pixel; current: 64 per batch.
+* ``demos_writer``: the demos stage's collection (``wmrl.collect``, the built-in suite, 12 envs, three
+  noise levels; full: 72 episodes at 64 px, ``--quick``: 12 at 32 px) into a fresh LeRobotDataset.
+  Reference: each episode written as it ends, between simulation steps; current: written by a worker
+  thread while the simulation goes on (``DatasetRecorder.record(background=True)``). Both write the
+  same dataset (``demos_writer.identical``: every frame, state, action and the episode records).
 
 Data: ``--dataset`` (a LeRobotDataset folder, e.g. a run's ``RUN/data``), else a fresh collection of
 the built-in suite in a temporary folder (full: 60 episodes at 64 px; ``--quick``: 12 at 32 px).
@@ -119,7 +124,29 @@ def build_models(traj: Any) -> tuple[Any, Any]:
     return wm, policy
 
 
-def measure(traj: Any, repeats: int, quick: bool, replay_episodes: int) -> dict[str, Any]:
+def demos_writer_pair(tmp: Path, quick: bool) -> tuple[Callable[[bool], Any], Callable[[], bool]]:
+    """The ``demos_writer`` pair (one collection per call) and a check that its two sides wrote the
+    same dataset."""
+    from wmrl.collect import collect
+    from wmrl.data import load_trajectories, read_episode_meta
+
+    episodes, size = (12, 32) if quick else (72, 64)
+
+    def write(reference: bool) -> None:
+        out = tmp / ("writer_reference" if reference else "writer_current")
+        collect(str(out), "builtin", episodes, [0.0, 0.2, 0.4], num_envs=12, seed=0, image_size=size,
+                overwrite=True, progress=False, background_writer=not reference)
+
+    def identical() -> bool:
+        a, b = (tmp / "writer_reference", tmp / "writer_current")
+        ta, tb = load_trajectories(a), load_trajectories(b)
+        same = all(np.array_equal(getattr(ta, k), getattr(tb, k)) for k in ("images", "states", "actions", "successes"))
+        return bool(same and ta.instructions == tb.instructions and read_episode_meta(a) == read_episode_meta(b))
+
+    return write, identical
+
+
+def measure(traj: Any, repeats: int, quick: bool, replay_episodes: int, tmp: Path) -> dict[str, Any]:
     """Every pair's medians and per-call speedups; see the module docstring."""
     from imagination.coevolution import rollout_frames
     from policies.train import ChunkDataset, random_shift
@@ -173,7 +200,10 @@ def measure(traj: Any, repeats: int, quick: bool, replay_episodes: int) -> dict[
         [traj.actions[s + t_ctx - 1 : e - 1] for s, e in starts],
     )
     calls = {"context_noise": 10 if quick else 30, "wm_train_step": 2 if quick else 8,
-             "random_shift": 10 if quick else 50, "sft_step": 5 if quick else 30, "replays": 1}
+             "random_shift": 10 if quick else 50, "sft_step": 5 if quick else 30, "replays": 1,
+             "demos_writer": 1 if quick else 2}
+
+    demos_writer, writer_identical = demos_writer_pair(tmp, quick)
 
     def replays(reference: bool) -> None:
         wm.eval()
@@ -183,7 +213,7 @@ def measure(traj: Any, repeats: int, quick: bool, replay_episodes: int) -> dict[
 
     pairs: dict[str, Callable[[bool], Any]] = {
         "context_noise": noise, "wm_train_step": wm_step, "random_shift": shift, "sft_step": sft_step,
-        "replays": replays,
+        "replays": replays, "demos_writer": demos_writer,
     }
     times: dict[str, dict[str, list[float]]] = {k: {"reference": [], "current": []} for k in pairs}
     for _ in range(repeats):
@@ -202,6 +232,7 @@ def measure(traj: Any, repeats: int, quick: bool, replay_episodes: int) -> dict[
                      "speedup_quartiles": [float(q) for q in np.percentile(ratios, [25, 75])]}
     out["random_shift"]["identical"] = identical
     out["replays"]["episodes"] = len(starts)
+    out["demos_writer"]["identical"] = writer_identical()
     return out
 
 
@@ -231,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         traj, source = load_or_collect(a.dataset, a.quick, Path(tmp))
-        pairs = measure(traj, repeats, a.quick, a.replay_episodes)
+        pairs = measure(traj, repeats, a.quick, a.replay_episodes, Path(tmp))
     res = {
         "pairs": pairs,
         "speedup": {k: v["speedup"] for k, v in pairs.items()},

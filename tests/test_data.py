@@ -160,6 +160,40 @@ def test_loads_community_libero_layout(tmp_path):
     assert t.episode_success.all() and (t.actions[5:] == 1).all()
 
 
+def test_background_writer_records_the_same_dataset_and_stops_on_a_writer_error(tmp_path):
+    from wmrl.data import DatasetRecorder, read_episode_meta
+
+    bg, fg = tmp_path / "bg", tmp_path / "fg"
+    for out, background in ((bg, True), (fg, False)):
+        collect(str(out), "builtin", episodes=8, noise=[0.0, 0.5], num_envs=4, seed=0, wrist=True, progress=False,
+                background_writer=background)
+    a, b = load_trajectories(bg), load_trajectories(fg)
+    for k in ("images", "wrist_images", "states", "actions", "rewards", "successes", "episode_index",
+              "frame_index"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
+    assert a.instructions == b.instructions and read_episode_meta(bg) == read_episode_meta(fg)
+    np.testing.assert_array_equal(a.terminal.images, b.terminal.images)
+
+    import envs
+
+    env = envs.make_vec("PushCube-v0", 2, seed=0, image_size=64, autoreset_mode="same_step")
+    rec = DatasetRecorder(tmp_path / "broken", fps=20, image_size=64, state_dim=8)
+    calls = []
+
+    def failing_write(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise DatasetError("disk full")
+        return len(calls) - 1
+
+    rec.add_episode = failing_write  # a writer failure inside the worker thread
+    expert = envs.make_expert(env, noise=0.0, seed=0)
+    with pytest.raises(DatasetError, match="disk full"):
+        rec.record(env, expert.act, 6, progress=False)
+    env.close()
+    assert not (tmp_path / "broken").exists()  # nothing under the final name
+
+
 def test_terminal_sidecar_roundtrip(tmp_path):
     """Each episode's terminal observation (never in the frame table) is written to
     meta/wmrl_terminal.npz and read back exactly, also across an append and an episode split."""

@@ -22,12 +22,14 @@ def collect(
     progress: bool = True,
     supersample: int = 1,
     shadows: bool = False,
+    background_writer: bool = True,
 ) -> dict:
     """Collect ``episodes`` episodes (split evenly over the ``noise`` levels) into ``out``.
 
     ``supersample`` > 1 anti-aliases the built-in suite's frames (rendered that many times larger
     and box-averaged down; see ``TabletopVectorEnv``); other backends take only 1. ``shadows`` lets the
-    built-in suite's overhead light cast shadows (see ``TabletopVectorEnv``).
+    built-in suite's overhead light cast shadows (see ``TabletopVectorEnv``). ``background_writer``:
+    write finished episodes in a worker thread while the simulation goes on (the same dataset).
     Returns a summary dict (episodes, frames, success rate per noise level, seconds)."""
     import envs
     from wmrl.data import DatasetRecorder
@@ -74,7 +76,7 @@ def collect(
         expert = envs.make_expert(env, noise=nz, seed=seed + k)
         env.reset(seed=seed + 1000 * k)
         meta = {"noise": nz, "seed": seed, "supersample": supersample, "shadows": bool(shadows)}
-        eps = rec.record(env, expert.act, int(count), meta=meta, progress=progress)
+        eps = rec.record(env, expert.act, int(count), meta=meta, progress=progress, background=background_writer)
         summary["by_noise"][str(nz)] = {
             "episodes": len(eps),
             "success": float(np.mean([r["success"] for r in rec._sidecar_rows[-len(eps) :]])),

@@ -642,11 +642,37 @@ class DatasetRecorder:
         num_episodes: int,
         meta: dict[str, Any] | None = None,
         progress: bool = True,
+        background: bool = True,
+        max_pending: int = 8,
     ) -> list[int]:
         """Run ``act(obs, info) -> (N,7)`` in a SAME_STEP-autoreset vector env until
-        ``num_episodes`` episodes are done; write each as it ends. Returns episode indices."""
+        ``num_episodes`` episodes are done; write each as it ends. Returns episode indices.
+
+        ``background``: episodes are written by one worker thread, in the order they ended, while the
+        simulation goes on (the PNG encoding and the parquet write overlap the physics and rendering,
+        which release the GIL); the dataset holds the same episodes either way. At most
+        ``max_pending`` finished episodes wait for the writer. A writer error stops the recording."""
+        from collections import deque
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         from tqdm import tqdm
 
+        written: list[int] = []
+        bar = tqdm(total=num_episodes, desc="collect", unit="ep", disable=not progress)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="wmrl-writer") if background else None
+        pending: deque[Future] = deque()
+        try:
+            self._record_loop(env, act, num_episodes, meta, bar, pool, pending, max_pending, written)
+            while pending:
+                written.append(pending.popleft().result())
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)  # nothing is half-written when an error stops us
+            bar.close()
+        return written
+
+    def _record_loop(self, env, act, num_episodes, meta, bar, pool, pending, max_pending, written) -> None:
+        """The stepping loop of :meth:`record` (finished episodes go to ``written`` or ``pending``)."""
         n = env.num_envs
         # Each sub-env records a fixed quota of consecutive episodes, so quick (often
         # successful) episodes are not over-represented.
@@ -656,9 +682,7 @@ class DatasetRecorder:
         instr = list(env.unwrapped.instructions)
         tasks = list(env.unwrapped.task_ids)
         env_state = self._env_state_fn(env)
-        written: list[int] = []
-        bar = tqdm(total=num_episodes, desc="collect", unit="ep", disable=not progress)
-        while len(written) < num_episodes:
+        while len(written) + len(pending) < num_episodes:
             actions = act(obs, info)
             es = env_state() if env_state is not None else None  # the state obs shows (before the action)
             nobs, r, te, tr, info = env.step(actions)
@@ -679,19 +703,19 @@ class DatasetRecorder:
                         quota[i] -= 1
                         steps = {k: np.asarray(v) for k, v in b.items() if v}
                         fo = info.get("final_obs")  # SAME_STEP autoreset: nobs[i] is already the reset
-                        terminal = None if fo is None else {k: fo[k][i] for k in ("image", "wrist_image", "state")
-                                                            if k in fo}
-                        written.append(
-                            self.add_episode(
-                                steps, instr[i], {"task_id": tasks[i], **(meta or {})}, terminal=terminal
-                            )
-                        )
+                        terminal = None if fo is None else {k: np.array(fo[k][i])
+                                                            for k in ("image", "wrist_image", "state") if k in fo}
+                        args = (steps, instr[i], {"task_id": tasks[i], **(meta or {})}, terminal)
+                        if pool is None:
+                            written.append(self.add_episode(*args))
+                        else:
+                            pending.append(pool.submit(self.add_episode, *args))
+                            while pending and (pending[0].done() or len(pending) > max_pending):
+                                written.append(pending.popleft().result())  # re-raises a writer error
                         bar.update(1)
                     bufs[i] = _empty_buf()
             instr = list(env.unwrapped.instructions)
             obs = nobs
-        bar.close()
-        return written
 
     def _env_state_fn(self, env) -> Callable[[], np.ndarray] | None:
         """The env's ``environment_state`` method when this recorder records one (checked: size)."""
