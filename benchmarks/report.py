@@ -406,12 +406,18 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift_s38.json", "same: whole main job per seed, CPU time on 1 thread, two runs side by side (s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), ""),
     ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on the 2-core "
-     "AVX2-only machine, default threads: wall time (s); SFT -> RL in imagination -> co-evolution rounds; real RL",
+     "AVX2-only machine, default threads, current code (runs/s41/b): wall time (s); SFT -> RL in imagination -> "
+     "co-evolution rounds; real RL",
      _main_job, "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s41a.json", "the same command before the demos' background writer (runs/s41/a): every "
+     "checkpoint byte-identical to runs/s41/b's (the world model's lr now anneals by step while it keeps pace)",
+     _main_job, "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s39.json", "the same command after the faster hot paths, lr annealed by the larger of the "
+     "step and time shares (runs/s39/default)", _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s38.json", "the same run before the faster hot paths (train_speed.json; runs/s38/default)",
      _main_job, "<= 1,800 (30 min)"),
-    ("main_job_default_alone_s40.json", "the same command again later that day on the current code (runs/s40/default): the "
-     "same SFT and real-RL policies, another world model (its lr schedule follows the time share of its 600 s cap)",
+    ("main_job_default_alone_s40.json", "the same command again later that day as s39 (runs/s40/default): the "
+     "same SFT and real-RL policies, another world model (its lr schedule followed the time share of its 600 s cap)",
      _main_job, "<= 1,800 (30 min)"),
     ("imagination_lift_s32.json", "the previous main-job measurement (runs/s32, sft.steps=5000, before rl.max_kl): "
      "SFT / RL in imagination / co-evolution rounds / real RL, same real budget", _phase_successes, ""),
