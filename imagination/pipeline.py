@@ -462,6 +462,15 @@ class Pipeline:
         tcfg = TrainWorldModelConfig(world_model=wm, train=loop, run_dir=str(self.root / "world_model"))
         tr, te = self.trajectories().split_episodes(0.1, self.cfg.seed)
         _, info = train_world_model(tcfg, tr, te, progress=self.progress)
+        by_time = info.get("lr_by_time_from_step")
+        if by_time is not None or info.get("stopped_by_time"):
+            how = f"its learning rate followed the clock from step {by_time}" if by_time is not None else ""
+            if info.get("stopped_by_time"):
+                how += (" and " if how else "") + f"the cap stopped it at step {info['steps']}"
+            self._say(
+                f"[yellow]the world model fell behind its {loop.max_time_s:g} s cap's pace: {how}, so it and "
+                "every later stage depend on this machine's speed (world_model_train.max_time_s=null repeats)[/]"
+            )
         return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
     def s_object_dynamics(self) -> dict:
