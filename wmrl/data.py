@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -651,29 +651,39 @@ class DatasetRecorder:
         ``background``: episodes are written by one worker thread, in the order they ended, while the
         simulation goes on (the PNG encoding and the parquet write run beside the physics and
         rendering: 1.11x on a 72-episode collection, ``benchmarks.train_speed``); the dataset holds
-        the same episodes either way. At most
-        ``max_pending`` finished episodes wait for the writer. A writer error stops the recording."""
+        the same episodes either way. At most ``max_pending`` finished episodes wait for the writer.
+        A writer error stops the recording."""
         from collections import deque
         from concurrent.futures import Future, ThreadPoolExecutor
 
         from tqdm import tqdm
 
         written: list[int] = []
-        bar = tqdm(total=num_episodes, desc="collect", unit="ep", disable=not progress)
         pool = ThreadPoolExecutor(1, thread_name_prefix="wmrl-writer") if background else None
         pending: deque[Future] = deque()
+        bar = tqdm(total=num_episodes, desc="collect", unit="ep", disable=not progress)
         try:
-            self._record_loop(env, act, num_episodes, meta, bar, pool, pending, max_pending, written)
-            while pending:
-                written.append(pending.popleft().result())
+            for args in self._finished_episodes(env, act, num_episodes, meta):
+                if pool is None:
+                    written.append(self.add_episode(*args))
+                else:
+                    pending.append(pool.submit(self.add_episode, *args))
+                    while pending and (pending[0].done() or len(pending) > max_pending):
+                        written.append(pending.popleft().result())  # re-raises a writer error
+                bar.update(1)
+            written += [f.result() for f in pending]
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)  # nothing is half-written when an error stops us
             bar.close()
         return written
 
-    def _record_loop(self, env, act, num_episodes, meta, bar, pool, pending, max_pending, written) -> None:
-        """The stepping loop of :meth:`record` (finished episodes go to ``written`` or ``pending``)."""
+    def _finished_episodes(
+        self, env, act: Callable[[dict[str, np.ndarray], dict[str, Any]], np.ndarray], num_episodes: int,
+        meta: dict[str, Any] | None,
+    ) -> Iterator[tuple[dict[str, np.ndarray], str, dict[str, Any], dict[str, np.ndarray] | None]]:
+        """Step the env until ``num_episodes`` episodes are done; yield each one's :meth:`add_episode`
+        arguments (steps, instruction, meta, terminal) as it ends."""
         n = env.num_envs
         # Each sub-env records a fixed quota of consecutive episodes, so quick (often
         # successful) episodes are not over-represented.
@@ -683,7 +693,8 @@ class DatasetRecorder:
         instr = list(env.unwrapped.instructions)
         tasks = list(env.unwrapped.task_ids)
         env_state = self._env_state_fn(env)
-        while len(written) + len(pending) < num_episodes:
+        finished = 0
+        while finished < num_episodes:
             actions = act(obs, info)
             es = env_state() if env_state is not None else None  # the state obs shows (before the action)
             nobs, r, te, tr, info = env.step(actions)
@@ -702,18 +713,12 @@ class DatasetRecorder:
                 if te[i] or tr[i]:
                     if quota[i] > 0:
                         quota[i] -= 1
+                        finished += 1
                         steps = {k: np.asarray(v) for k, v in b.items() if v}
                         fo = info.get("final_obs")  # SAME_STEP autoreset: nobs[i] is already the reset
                         terminal = None if fo is None else {k: np.array(fo[k][i])
                                                             for k in ("image", "wrist_image", "state") if k in fo}
-                        args = (steps, instr[i], {"task_id": tasks[i], **(meta or {})}, terminal)
-                        if pool is None:
-                            written.append(self.add_episode(*args))
-                        else:
-                            pending.append(pool.submit(self.add_episode, *args))
-                            while pending and (pending[0].done() or len(pending) > max_pending):
-                                written.append(pending.popleft().result())  # re-raises a writer error
-                        bar.update(1)
+                        yield steps, instr[i], {"task_id": tasks[i], **(meta or {})}, terminal
                     bufs[i] = _empty_buf()
             instr = list(env.unwrapped.instructions)
             obs = nobs
