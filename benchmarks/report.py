@@ -406,9 +406,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift_s38.json", "same: whole main job per seed, CPU time on 1 thread, two runs side by side (s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), ""),
     ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on the 2-core "
-     "AVX2-only machine, default threads, current code (runs/s41/b): wall time (s); SFT -> RL in imagination -> "
-     "co-evolution rounds; real RL",
+     "AVX2-only machine, default threads, current code (runs/s42/a: SFT in a child process on one core beside the "
+     "world model on the other): wall time (s); SFT -> RL in imagination -> co-evolution rounds; real RL",
      _main_job, "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s42b.json", "the same command again (runs/s42/b): every checkpoint byte-identical to "
+     "runs/s42/a's", _main_job, "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s41b.json", "the same command before SFT moved beside the world model (runs/s41/b: the "
+     "two one after the other on both cores, world model cap 600 s)", _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s41a.json", "the same command before the demos' background writer (runs/s41/a): every "
      "checkpoint byte-identical to runs/s41/b's (the world model's lr now anneals by step while it keeps pace)",
      _main_job, "<= 1,800 (30 min)"),

@@ -189,6 +189,11 @@ class RunConfig:
         coevolution: ``CoevolutionConfig`` fields.
         sft_successful_only: behaviour-clone only the demo episodes that succeeded (the failed noisy
             ones still train the world model and reward models).
+        sft_beside_world_model: train SFT (it needs only the demos) in a child process while the world
+            model trains, each on half of the threads (``num_threads``, or torch's default when null;
+            :mod:`imagination.background_stage`); the reward models train after both, on all of them.
+            Each stage keeps its thread count however the two overlap, so the run repeats. With
+            fewer than 2 threads the stages run one after the other on all of them.
         real_rl_baseline: run RL in the real simulator with the same real-env budget.
         real_rl_num_envs: sub-envs of that baseline (a multiple of the GRPO group size, one group per
             task at least: see :func:`rl_task_layout`).
@@ -216,6 +221,7 @@ class RunConfig:
     policy: dict = field(default_factory=dict)
     sft: dict = field(default_factory=dict)
     sft_successful_only: bool = True
+    sft_beside_world_model: bool = True
     imagination: dict = field(default_factory=dict)
     rl: dict = field(default_factory=lambda: {"algo": "grpo"})
     coevolution: dict = field(default_factory=dict)
@@ -552,13 +558,21 @@ class Pipeline:
     def s_sft(self) -> dict:
         return self.train_sft(self.root / "sft")
 
-    def train_sft(self, out: Path, steps: int | None = None, extra: Any = None, init: Path | None = None) -> dict:
+    def train_sft(
+        self,
+        out: Path,
+        steps: int | None = None,
+        extra: Any = None,
+        init: Path | None = None,
+        num_threads: int | None = None,
+    ) -> dict:
         """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
         schedule spans ``steps``). ``extra``: more episodes (``wmrl.data.Trajectories``, e.g. the
         policy's own successes: ``benchmarks.self_imitation``) cloned beside the demos. ``init``: a
         saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
-        default a fresh initialisation). Resumes from ``out/checkpoints``."""
+        default a fresh initialisation). ``num_threads``: torch threads of the training (None: the
+        run's ``num_threads``). Resumes from ``out/checkpoints``."""
         from policies.train import TrainPolicyConfig, train_policy
         from policies.vla.configuration_vla import VLAConfig
         from wmrl.config import to_dataclass
@@ -571,7 +585,7 @@ class Pipeline:
             dataset=str(self.data_root),
             out=str(out),
             policy=pol,
-            num_threads=self.cfg.num_threads,
+            num_threads=self.cfg.num_threads if num_threads is None else int(num_threads),
             **({} if init is None else {"init": str(init)}),
         )
         traj = self.trajectories()
@@ -882,6 +896,39 @@ class Pipeline:
         return write_report(self)
 
     # -- driver
+    def world_models(self) -> None:
+        """The world model and, when enabled, the object dynamics fitted beside it."""
+        self.stage("world_model", self.s_world_model)
+        if self.cfg.object_dynamics_config() is not None:
+            self.stage("object_dynamics", self.s_object_dynamics)
+
+    def world_models_beside_sft(self, total: int) -> None:
+        """:meth:`world_models` on one share of ``total`` threads while SFT trains in a child process on
+        the other (:func:`imagination.background_stage.thread_shares`); then wait for SFT."""
+        from imagination.background_stage import BackgroundStage, last_logged_step, thread_shares
+
+        mine, child = thread_shares(total)
+        sft = None
+        if self.done("sft") is None:
+            self._say(f"[stage] sft: in a child process on {child} thread(s), beside the world model on {mine}")
+            sft = BackgroundStage("sft", _sft_in_background, (self.cfg, child), child, self.root / "sft" / "background.json")
+        torch.set_num_threads(mine)
+        try:
+            self.world_models()
+        except BaseException:
+            if sft is not None:
+                sft.stop()
+            raise
+        finally:
+            torch.set_num_threads(total)
+        if sft is None:
+            self._say(f"[skip] sft (done: {self.root / 'stages' / 'sft.json'})")
+            return
+        self._say("[stage] sft: waiting for the child process")
+        steps = int({**self.cfg.sft}.get("steps", 0)) or None
+        summary = sft.join(last_logged_step(self.root / "sft" / "metrics.jsonl"), steps, show=self.progress)
+        self.mark("sft", {**summary, "background": True, "num_threads": child})
+
     def run_all(self) -> dict:
         cfg = self.cfg
         if cfg.num_threads:
@@ -891,11 +938,15 @@ class Pipeline:
         seed_everything(cfg.seed)
         self.stage("demos", self.s_demos)
         self.check_demo_render()
-        self.stage("world_model", self.s_world_model)
-        if cfg.object_dynamics_config() is not None:
-            self.stage("object_dynamics", self.s_object_dynamics)
+        total = torch.get_num_threads()
+        beside = cfg.sft_beside_world_model and total >= 2
+        if beside:
+            self.world_models_beside_sft(total)
+        else:
+            self.world_models()
         self.stage("rewards", self.s_rewards)
-        self.stage("sft", self.s_sft)
+        if not beside:
+            self.stage("sft", self.s_sft)
         self.stage("eval_sft", lambda: self.evaluate(self.policy_after(-1), "sft"))
         rounds = self.cfg.coevolution_config().rounds
         for r in range(rounds + 1):
@@ -906,6 +957,12 @@ class Pipeline:
         summary = self.stage("report", self.s_report)
         return summary
 
+
+
+def _sft_in_background(cfg: RunConfig, threads: int) -> dict:
+    """The ``sft`` stage's body in a child process (:meth:`Pipeline.world_models_beside_sft`)."""
+    pipe = Pipeline(cfg, progress=False)
+    return pipe.train_sft(pipe.root / "sft", num_threads=threads)
 
 
 # ---------------------------------------------------------------------------------------------- run folders

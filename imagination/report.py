@@ -44,9 +44,9 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     out["lift_vs_sft"] = paired_lifts(sft, evals)
     # the goals' comparisons: each co-evolution round and real RL against RL in imagination (round 0)
     out["lift_vs_round_0"] = paired_lifts(rs[0]["eval"], {k: v for k, v in evals.items() if k != "round_0"})
-    stage_times = {p.stem: _stage_time(p) for p in sorted((pipe.root / "stages").glob("*.json"))}
-    out["stage_time_s"] = stage_times
-    out["wall_time_s"] = float(sum(v for v in stage_times.values() if v is not None))
+    out["stage_time_s"], waited, out["wall_time_s"] = stage_wall_times(pipe.root / "stages")
+    if waited:
+        out["background_stages_waited_s"] = waited
     cpu = {p.stem: _stage_time(p, "stage_cpu_s") for p in sorted((pipe.root / "stages").glob("*.json"))}
     if all(v is not None for v in cpu.values()):
         out["stage_cpu_s"] = cpu
@@ -68,6 +68,16 @@ def paired_lifts(ref: dict[str, Any], phases: dict[str, dict[str, Any]]) -> dict
         except (KeyError, ValueError):  # no outcomes kept, or a resumed run evaluated other episodes
             continue
     return out
+
+
+def stage_wall_times(stages: Path) -> tuple[dict[str, float | None], dict[str, float], float]:
+    """The stage markers in ``stages``: each stage's own time, the time the run waited for each stage
+    that ran in a child process beside others (``background``), and the run's wall time, which counts
+    such a stage by its wait only."""
+    files = sorted(stages.glob("*.json"))
+    own = {p.stem: _stage_time(p) for p in files}
+    waited = {p.stem: float(_stage_time(p, "waited_s") or 0.0) for p in files if _stage_time(p, "background")}
+    return own, waited, float(sum(waited.get(k, v or 0.0) for k, v in own.items()))
 
 
 def _stage_time(p: Path, key: str = "stage_time_s") -> float | None:

@@ -1595,3 +1595,55 @@ def test_coevolve_models_grows_data_and_refits_on_replays_only_when_asked(wm, da
     assert 0 < n_fail < rep.num_episodes  # the fixture has both outcomes
     expect = rep.num_episodes if replays == "all" else n_fail
     assert stats["imagined_replay_episodes"] == expect
+
+
+def test_thread_shares_split_the_threads_between_the_two_jobs():
+    from imagination.background_stage import thread_shares
+
+    assert thread_shares(2) == (1, 1) and thread_shares(5) == (3, 2) and thread_shares(16) == (8, 8)
+    with pytest.raises(ValueError, match="total=1"):
+        thread_shares(1)
+
+
+@pytest.mark.slow
+def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_error(tmp_path):
+    """`sft_beside_world_model` (2 threads: 1 + 1): the background SFT saves the same weights as SFT
+    trained in this process on 1 thread; the world model trains on 1 thread beside it. A failure in the
+    child raises its error class here, keeps the finished stages, and a re-run resumes from them."""
+    from imagination.pipeline import Pipeline, load_run_config
+    from imagination.report import stage_wall_times
+    from policies.vla import VLAPolicy
+
+    base = [
+        "suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=4",
+        "world_model_train.videos=0", "sft.steps=12", "num_threads=2",
+    ]
+    cfg = load_run_config([*base, f"run_dir={tmp_path / 'run'}"], "run_quick")
+    pipe = Pipeline(cfg, progress=False)
+    pipe.stage("demos", pipe.s_demos)
+    torch.set_num_threads(2)
+    pipe.world_models_beside_sft(2)
+    assert torch.get_num_threads() == 2  # given back after the world model
+    sft = pipe.done("sft")
+    assert sft["background"] is True and sft["num_threads"] == 1 and sft["steps"] == 12 and sft["stage_cpu_s"] > 0
+    assert not (tmp_path / "run" / "stages" / "background.json").exists()  # the child's report is no stage
+    own, waited, wall = stage_wall_times(tmp_path / "run" / "stages")
+    assert set(own) == {"demos", "world_model", "sft"} and set(waited) == {"sft"}
+    assert wall == pytest.approx(own["demos"] + own["world_model"] + sft["waited_s"])  # SFT ran beside them
+    pipe.train_sft(tmp_path / "here", num_threads=1)
+    a = VLAPolicy.from_pretrained(tmp_path / "run" / "sft" / "policy").state_dict()
+    b = VLAPolicy.from_pretrained(tmp_path / "here" / "policy").state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    # a bad value only SFT reads: the child's ConfigError surfaces here; the world model's stage stays done
+    bad = load_run_config([*base, f"run_dir={tmp_path / 'bad'}", "sft.max_episodes=999"], "run_quick")
+    pipe = Pipeline(bad, progress=False)
+    pipe.stage("demos", pipe.s_demos)
+    with pytest.raises(ConfigError, match=r"background sft stage failed: .*max_episodes=999"):
+        pipe.world_models_beside_sft(2)
+    assert pipe.done("sft") is None and pipe.done("world_model") is not None
+    marker = (tmp_path / "bad" / "stages" / "world_model.json").read_text()
+    fixed = load_run_config([*base, f"run_dir={tmp_path / 'bad'}"], "run_quick")
+    Pipeline(fixed, progress=False).world_models_beside_sft(2)  # resumes: only SFT runs
+    assert (tmp_path / "bad" / "stages" / "world_model.json").read_text() == marker
+    assert Pipeline(fixed, progress=False).done("sft")["background"] is True
