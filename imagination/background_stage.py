@@ -2,7 +2,7 @@
 
 SFT needs only the demos, so it can train while the world model does. On a small CPU
 two one-thread jobs side by side do more work than one two-thread job: on the 2-core machine a
-world-model step takes 0.27 s on 2 threads and 0.36 s on 1, an SFT step 45 and 62 ms, and the two
+world-model step takes 0.27 s on 2 threads and 0.36-0.41 s on 1, an SFT step 45 and 62 ms, and the two
 one-thread jobs together run at their one-thread speeds (``docs/rl_in_imagination.md``).
 
 Every stage keeps a fixed thread count (:func:`thread_shares`), whether or not the other job is
@@ -82,10 +82,6 @@ class BackgroundStage:
         self.proc = ctx.Process(target=_child_main, args=(fn, args, threads, str(self.result), os.getpid()),
                                 name=f"wmrl-{name}")
         self.proc.start()
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
 
     def stop(self) -> None:
         """Terminate the child (the parent failed); its checkpoints stay for the resume."""

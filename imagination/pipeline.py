@@ -259,6 +259,12 @@ class RunConfig:
                 f"{', '.join(self.other_backends())}"
             )
         # typed sub-configs are built (and checked) here so a bad key fails before any work
+        from policies.train import TrainPolicyConfig
+        from wmrl.config import to_dataclass
+        from worldmodels.train import TrainLoopConfig
+
+        to_dataclass({"seed": self.seed, **self.world_model_train}, TrainLoopConfig, where="world_model_train.")
+        to_dataclass({"seed": self.seed, **self.sft}, TrainPolicyConfig, where="sft.")  # SFT may run in a child
         _, rcfg = self.rl_config()
         if self.real_rl_baseline:
             import envs

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 
 import numpy as np
 import pytest
@@ -1647,3 +1648,31 @@ def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_e
     Pipeline(fixed, progress=False).world_models_beside_sft(2)  # resumes: only SFT runs
     assert (tmp_path / "bad" / "stages" / "world_model.json").read_text() == marker
     assert Pipeline(fixed, progress=False).done("sft")["background"] is True
+
+
+@pytest.mark.slow
+def test_a_failing_world_model_stops_the_background_sft(tmp_path, monkeypatch):
+    """The world model fails while SFT trains beside it: its error reaches the caller, the child is
+    stopped (no orphan keeps training), and no SFT stage is marked. Bad `sft` / `world_model_train`
+    keys fail when the config is read, before any work."""
+    import multiprocessing as mp
+
+    from imagination.pipeline import Pipeline, load_run_config
+
+    base = ["suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "sft.steps=100000", "num_threads=2"]
+    pipe = Pipeline(load_run_config([*base, f"run_dir={tmp_path / 'run'}"], "run_quick"), progress=False)
+    pipe.stage("demos", pipe.s_demos)
+
+    def fail() -> dict:
+        time.sleep(3)  # SFT is under way in the child
+        raise NonFiniteError("world-model loss is nan at step 3")
+
+    monkeypatch.setattr(pipe, "s_world_model", fail)
+    with pytest.raises(NonFiniteError, match="step 3"):
+        pipe.world_models_beside_sft(2)
+    assert not [p for p in mp.active_children() if p.name == "wmrl-sft"]
+    assert pipe.done("sft") is None and pipe.done("world_model") is None
+    with pytest.raises(ConfigError, match="sft.bogus"):
+        load_run_config(["+sft.bogus=1"], "run_quick")
+    with pytest.raises(ConfigError, match="world_model_train.bogus"):
+        load_run_config(["+world_model_train.bogus=1"], "run_quick")
