@@ -47,20 +47,13 @@ def _child_main(fn: Callable[..., dict], args: tuple, threads: int, result: str,
 
     die_with_parent(parent_pid)
     torch.set_num_threads(threads)
-    t0, c0 = time.perf_counter(), _own_cpu_seconds()
     try:
         summary = fn(*args)
     except BaseException as e:  # the parent reports it; the traceback goes to this process's stderr
         traceback.print_exc()
         atomic_write_json(result, {"error_type": type(e).__name__, "error": str(e)})
         raise SystemExit(1) from None
-    summary = {**summary, "stage_time_s": time.perf_counter() - t0, "stage_cpu_s": _own_cpu_seconds() - c0}
     atomic_write_json(result, {"summary": summary})
-
-
-def _own_cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 class BackgroundStage:
@@ -68,14 +61,15 @@ class BackgroundStage:
 
     Args:
         name: the stage's name (for messages).
-        fn: a module-level function (picklable) returning the stage's summary dict.
+        fn: a module-level function (picklable) returning the stage's summary dict (with its own
+            ``stage_time_s`` / ``stage_cpu_s`` when it times itself).
         args: its arguments (picklable).
         threads: torch threads of the child.
         result: the JSON file the child reports through (removed before the start).
     """
 
     def __init__(self, name: str, fn: Callable[..., dict], args: tuple, threads: int, result: Path):
-        self.name, self.threads, self.result = name, threads, Path(result)
+        self.name, self.result = name, Path(result)
         self.result.unlink(missing_ok=True)
         self.result.parent.mkdir(parents=True, exist_ok=True)
         ctx = mp.get_context("spawn")
@@ -90,7 +84,7 @@ class BackgroundStage:
         self.proc.join(timeout=30)
 
     def join(self, progress: Callable[[], int] | None = None, total: int | None = None, show: bool = True) -> dict:
-        """Wait for the child; its summary (with its own ``stage_time_s`` / ``stage_cpu_s``) and ``waited_s``.
+        """Wait for the child; its summary, with ``waited_s``: how long this call waited.
 
         ``progress()`` (e.g. the last logged step) drives a bar up to ``total`` while waiting.
         Raises the child's :class:`WmrlError` class with its message (other errors as

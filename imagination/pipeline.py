@@ -389,13 +389,7 @@ class Pipeline:
             self._say(f"[skip] {name} (done: {self.root / 'stages' / (name + '.json')})")
             return prev
         self._say(f"[stage] {name}")
-        t, c = time.perf_counter(), _cpu_seconds()
-        out = fn()
-        out["stage_time_s"] = time.perf_counter() - t
-        # CPU seconds of this process and its children (simulator workers): on a shared machine the
-        # wall time above depends on the load, this does not
-        out["stage_cpu_s"] = _cpu_seconds() - c
-        return self.mark(name, out)
+        return self.mark(name, _timed(fn))
 
     def _say(self, msg: str) -> None:
         if self.progress:
@@ -931,7 +925,7 @@ class Pipeline:
             self._say(f"[skip] sft (done: {self.root / 'stages' / 'sft.json'})")
             return
         self._say("[stage] sft: waiting for the child process")
-        steps = int({**self.cfg.sft}.get("steps", 0)) or None
+        steps = self.cfg.sft.get("steps")
         summary = sft.join(last_logged_step(self.root / "sft" / "metrics.jsonl"), steps, show=self.progress)
         self.mark("sft", {**summary, "background": True, "num_threads": child})
 
@@ -965,10 +959,21 @@ class Pipeline:
 
 
 
+def _timed(fn) -> dict:
+    """``fn()``'s stage summary with its ``stage_time_s`` and ``stage_cpu_s``: CPU seconds of this
+    process and its children (simulator workers); on a shared machine the wall time depends on the
+    load, the CPU time does not."""
+    t, c = time.perf_counter(), _cpu_seconds()
+    out = fn()
+    out["stage_time_s"] = time.perf_counter() - t
+    out["stage_cpu_s"] = _cpu_seconds() - c
+    return out
+
+
 def _sft_in_background(cfg: RunConfig, threads: int) -> dict:
-    """The ``sft`` stage's body in a child process (:meth:`Pipeline.world_models_beside_sft`)."""
+    """The ``sft`` stage's body, timed, in a child process (:meth:`Pipeline.world_models_beside_sft`)."""
     pipe = Pipeline(cfg, progress=False)
-    return pipe.train_sft(pipe.root / "sft", num_threads=threads)
+    return _timed(lambda: pipe.train_sft(pipe.root / "sft", num_threads=threads))
 
 
 # ---------------------------------------------------------------------------------------------- run folders

@@ -74,9 +74,11 @@ def stage_wall_times(stages: Path) -> tuple[dict[str, float | None], dict[str, f
     """The stage markers in ``stages``: each stage's own time, the time the run waited for each stage
     that ran in a child process beside others (``background``), and the run's wall time, which counts
     such a stage by its wait only."""
-    files = sorted(stages.glob("*.json"))
-    own = {p.stem: _stage_time(p) for p in files}
-    waited = {p.stem: float(_stage_time(p, "waited_s") or 0.0) for p in files if _stage_time(p, "background")}
+    import json
+
+    markers = {p.stem: json.loads(p.read_text()) for p in sorted(stages.glob("*.json"))}
+    own = {k: m.get("stage_time_s") for k, m in markers.items()}
+    waited = {k: float(m.get("waited_s") or 0.0) for k, m in markers.items() if m.get("background")}
     return own, waited, float(sum(waited.get(k, v or 0.0) for k, v in own.items()))
 
 
