@@ -726,8 +726,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix_rlseed1.json", "same first run, --rl-seed 1",
      lambda d: _smrl(d, "steps"), ""),
-    ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores: wall time of "
-     "all stages (s)", "wall_time_s", "<= 1800"),
+    ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores (code of "
+     "2026-11-25; SFT after the world model): wall time of all stages (s)", "wall_time_s", "<= 1800"),
+    ("device_h200/main_job_a_results.json", "default main job with device=cuda on one H200 + 16 cores (SFT in a "
+     "child beside the world model): wall time of all stages (s)", "wall_time_s", "<= 1800"),
+    ("device_h200/main_job_a_results.json", "same run: real success SFT / RL in imagination / co-evolution rounds / "
+     "real RL", lambda d: f"{_fmt(d['sft_success'])} / {_fmt(d['imagination_rl_success'])} / "
+     f"{' / '.join(_fmt(x) for x in d['coevolution_success_by_round'])} / {_fmt(d['real_rl_same_budget_success'])}",
+     ""),
+    ("device_h200/main_job_b_results.json", "repeat on the same machine (GPU runs are not bit-for-bit repeatable): "
+     "wall time of all stages (s)", "wall_time_s", "<= 1800"),
+    ("device_h200/main_job_b_results.json", "same repeat: real success SFT / RL in imagination / co-evolution rounds "
+     "/ real RL", lambda d: f"{_fmt(d['sft_success'])} / {_fmt(d['imagination_rl_success'])} / "
+     f"{' / '.join(_fmt(x) for x in d['coevolution_success_by_round'])} / {_fmt(d['real_rl_same_budget_success'])}",
+     ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

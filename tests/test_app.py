@@ -122,6 +122,23 @@ def test_videos(tmp_path):
     assert frames.shape[0] == 5 and frames.shape[1:3] == (64, 136)
 
 
+def test_videos_without_imageio_ffmpeg_go_through_pyav(tmp_path, monkeypatch):
+    """Where ``imageio-ffmpeg`` is not installed, PyAV writes the same H.264 mp4."""
+    import av
+    import imageio.v3 as iio
+
+    import wmrl.video
+
+    monkeypatch.setattr(wmrl.video, "_has_ffmpeg_plugin", lambda: False)
+    a = np.zeros((4, 16, 16, 3), np.uint8)
+    a[:, 4:12, 4:12] = 255
+    path = write_video(tmp_path / "v.mp4", a, fps=5, scale=2)
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].codec_context.name == "h264" and c.streams.video[0].average_rate == 5
+    frames = iio.imread(path, plugin="pyav")
+    assert frames.shape == (4, 32, 32, 3) and frames[:, 12:20, 12:20].mean() > 200 and frames[:, :4, :4].mean() < 30
+
+
 def test_cli_help_and_unknown_command():
     r = subprocess.run([sys.executable, "-m", "wmrl.cli", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "collect" in r.stdout and "run" in r.stdout

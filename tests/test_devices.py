@@ -136,8 +136,9 @@ def test_trainers_run_on_cuda_and_their_checkpoints_resume_on_the_cpu(tmp_path):
 @cuda
 @pytest.mark.slow
 def test_the_whole_loop_runs_on_cuda(tmp_path):
-    """``wmrl run`` with ``device=cuda``: every stage (object dynamics and a co-evolution round
-    included) runs with its models on the GPU, and the results are those of a finished run."""
+    """``wmrl run`` with ``device=cuda``: every stage (object dynamics, SFT in a child process beside
+    the world model, and a co-evolution round included) runs with its models on the GPU, and the
+    results are those of a finished run."""
     from imagination.pipeline import Pipeline, load_run_config
 
     rd = tmp_path / "run"
@@ -151,6 +152,7 @@ def test_the_whole_loop_runs_on_cuda(tmp_path):
             "imagination.success_source=state", "eval.episodes_per_task=2", "eval.num_envs=2", "videos=1",
             "coevolution.rounds=1", "coevolution.episodes_per_round=4", "coevolution.wm_finetune_steps=4",
             "coevolution.success_finetune_steps=4", "success_calibration.episodes_per_task=2",
+            "num_threads=2",  # SFT trains on CUDA in a child process beside the world model
         ],
         "run_quick",
     )
@@ -158,6 +160,8 @@ def test_the_whole_loop_runs_on_cuda(tmp_path):
     assert pipe.device.type == "cuda"
     pipe.run_all()
     res = json.loads((rd / "results.json").read_text())
+    sft = json.loads((rd / "stages" / "sft.json").read_text())
+    assert sft["background"] is True and sft["num_threads"] == 1
     assert len(res["coevolution_success_by_round"]) == 1 and res["real_env_steps_used"] > 0
     for k in ("sft_success", "imagination_rl_success", "real_rl_same_budget_success"):
         assert 0.0 <= res[k] <= 1.0

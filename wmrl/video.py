@@ -58,9 +58,18 @@ def grid(videos: Sequence[np.ndarray], ncols: int = 4, gap: int = 2) -> np.ndarr
     return np.concatenate(out, axis=1)
 
 
+def _has_ffmpeg_plugin() -> bool:
+    """Whether imageio's FFmpeg plugin can run: ``imageio-ffmpeg`` (the ``imageio[ffmpeg]`` extra,
+    about 68 MB with its static binary) is installed. Without it videos go through PyAV."""
+    import importlib.util
+
+    return importlib.util.find_spec("imageio_ffmpeg") is not None
+
+
 def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 10, scale: int = 4) -> Path:
     """Write uint8 frames (T, H, W, 3) to an mp4 (H.264) atomically; ``scale`` upsamples small
-    frames so a person can see them."""
+    frames so a person can see them. Written by imageio's FFmpeg plugin, or by PyAV where
+    ``imageio-ffmpeg`` is not installed."""
     import imageio.v3 as iio
 
     frames = np.asarray(frames)
@@ -73,6 +82,9 @@ def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 10, scal
     path = Path(path)
 
     def _write(tmp: Path) -> None:
-        iio.imwrite(tmp, frames, extension=".mp4", fps=fps, codec="libx264", macro_block_size=1)
+        if _has_ffmpeg_plugin():
+            iio.imwrite(tmp, frames, extension=".mp4", fps=fps, codec="libx264", macro_block_size=1)
+        else:  # PyAV (a lerobot dependency) bundles its own FFmpeg libraries
+            iio.imwrite(tmp, frames, extension=".mp4", plugin="pyav", fps=fps, codec="libx264")
 
     return atomic_write(path, _write)
