@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable
@@ -88,7 +89,8 @@ class BackgroundStage:
 
         ``progress()`` (e.g. the last logged step) drives a bar up to ``total`` while waiting.
         Raises the child's :class:`WmrlError` class with its message (other errors as
-        :class:`RuntimeError`), naming the stage; a child that died without a report names its exit code.
+        :class:`RuntimeError`), naming the stage; a child that died without a report (killed by the
+        OS, say) raises :class:`WmrlError` naming its signal or exit code.
         """
         from tqdm import tqdm
 
@@ -109,14 +111,26 @@ class BackgroundStage:
         report = json.loads(self.result.read_text()) if self.result.exists() else None
         if report is None or "summary" not in report:
             if report is None:
-                raise RuntimeError(f"the background {self.name} stage exited with code {self.proc.exitcode} "
-                                   "without a report (killed? out of memory?); re-run to resume it")
+                raise WmrlError(f"the background {self.name} stage {_exit_reason(self.proc.exitcode)} without a "
+                                "report; re-run to resume it from its last checkpoint")
             cls = getattr(errors, report["error_type"], None)
             msg = f"the background {self.name} stage failed: {report['error']}"
             if isinstance(cls, type) and issubclass(cls, WmrlError):
                 raise cls(msg)
             raise RuntimeError(f"{msg} ({report['error_type']}; traceback above)")
         return {**report["summary"], "waited_s": time.perf_counter() - t0}
+
+
+def _exit_reason(code: int | None) -> str:
+    """How a child process ended, in words: ``'was killed by SIGKILL (out of memory?)'``, ``'exited
+    with code 3'``."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+    return f"exited with code {code}"
 
 
 def last_logged_step(metrics: Path) -> Callable[[], int]:

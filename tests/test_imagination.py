@@ -1606,6 +1606,21 @@ def test_thread_shares_split_the_threads_between_the_two_jobs():
         thread_shares(1)
 
 
+def test_a_background_stage_killed_without_a_report_fails_in_one_line(tmp_path):
+    """A child that dies without writing its report (here by SIGKILL, as from the OS's out-of-memory
+    killer) raises a one-line WmrlError naming the signal and the resume."""
+    import signal
+
+    from imagination.background_stage import BackgroundStage, _exit_reason
+
+    stage = BackgroundStage("sft", signal.raise_signal, (signal.SIGKILL,), 1, tmp_path / "background.json")
+    with pytest.raises(WmrlError, match=r"^the background sft stage was killed by SIGKILL \(out of memory\?\) "
+                       r"without a report; re-run to resume it from its last checkpoint$"):
+        stage.join(show=False)
+    assert not (tmp_path / "background.json").exists()
+    assert _exit_reason(-6) == "was killed by SIGABRT" and _exit_reason(3) == "exited with code 3"
+
+
 @pytest.mark.slow
 def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_error(tmp_path):
     """`sft_beside_world_model` (2 threads: 1 + 1): the background SFT saves the same weights as SFT
