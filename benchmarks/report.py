@@ -384,6 +384,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "lift over SFT paired episode by episode (mean of the seeds [95% CI of the evaluation]): "
      "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ""),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
+    ("imagination_lift_s43_seeds01.json", "seeds 0 and 1 again with every world model trained all 2,000 steps "
+     "(900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL",
+     lambda d: f"{_fmt(d['sft_success'])} / {_fmt(d['imagination_rl_success'])} / "
+     f"{' / '.join(_fmt(x) for x in d['coevolution_success_by_round'])} / {_fmt(d['real_rl_same_budget_success'])}",
+     ">= SFT + 0.30"),
     ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread, two runs side by side on 2 cores without "
      "native bf16 (AVX2 only; s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
