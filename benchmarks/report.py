@@ -385,9 +385,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ""),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
     ("imagination_lift_s43_seeds01.json", "seeds 0 and 1 again with every world model trained all 2,000 steps "
-     "(900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL",
-     lambda d: f"{_fmt(d['sft_success'])} / {_fmt(d['imagination_rl_success'])} / "
-     f"{' / '.join(_fmt(x) for x in d['coevolution_success_by_round'])} / {_fmt(d['real_rl_same_budget_success'])}",
+     "(900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes,
      ">= SFT + 0.30"),
     ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread, two runs side by side on 2 cores without "
      "native bf16 (AVX2 only; s)",
@@ -736,14 +734,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("device_h200/main_job_a_results.json", "default main job with device=cuda on one H200 + 16 cores (SFT in a "
      "child beside the world model): wall time of all stages (s)", "wall_time_s", "<= 1800"),
     ("device_h200/main_job_a_results.json", "same run: real success SFT / RL in imagination / co-evolution rounds / "
-     "real RL", lambda d: f"{_fmt(d['sft_success'])} / {_fmt(d['imagination_rl_success'])} / "
-     f"{' / '.join(_fmt(x) for x in d['coevolution_success_by_round'])} / {_fmt(d['real_rl_same_budget_success'])}",
+     "real RL", _phase_successes,
      ""),
     ("device_h200/main_job_b_results.json", "repeat on the same machine (GPU runs are not bit-for-bit repeatable): "
      "wall time of all stages (s)", "wall_time_s", "<= 1800"),
     ("device_h200/main_job_b_results.json", "same repeat: real success SFT / RL in imagination / co-evolution rounds "
-     "/ real RL", lambda d: f"{_fmt(d['sft_success'])} / {_fmt(d['imagination_rl_success'])} / "
-     f"{' / '.join(_fmt(x) for x in d['coevolution_success_by_round'])} / {_fmt(d['real_rl_same_budget_success'])}",
+     "/ real RL", _phase_successes,
      ""),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),

@@ -108,17 +108,17 @@ class BackgroundStage:
             raise
         finally:
             bar.close()
-        report = json.loads(self.result.read_text()) if self.result.exists() else None
-        if report is None or "summary" not in report:
-            if report is None:
-                raise WmrlError(f"the background {self.name} stage {_exit_reason(self.proc.exitcode)} without a "
-                                "report; re-run to resume it from its last checkpoint")
-            cls = getattr(errors, report["error_type"], None)
-            msg = f"the background {self.name} stage failed: {report['error']}"
-            if isinstance(cls, type) and issubclass(cls, WmrlError):
-                raise cls(msg)
-            raise RuntimeError(f"{msg} ({report['error_type']}; traceback above)")
-        return {**report["summary"], "waited_s": time.perf_counter() - t0}
+        if not self.result.exists():
+            raise WmrlError(f"the background {self.name} stage {_exit_reason(self.proc.exitcode)} without a "
+                            "report; re-run to resume it from its last checkpoint")
+        report = json.loads(self.result.read_text())
+        if "summary" in report:
+            return {**report["summary"], "waited_s": time.perf_counter() - t0}
+        cls = getattr(errors, report["error_type"], None)
+        msg = f"the background {self.name} stage failed: {report['error']}"
+        if isinstance(cls, type) and issubclass(cls, WmrlError):
+            raise cls(msg)
+        raise RuntimeError(f"{msg} ({report['error_type']}; traceback above)")
 
 
 def _exit_reason(code: int | None) -> str:
