@@ -384,9 +384,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "lift over SFT paired episode by episode (mean of the seeds [95% CI of the evaluation]): "
      "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ""),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
-    ("imagination_lift_s43_seeds01.json", "seeds 0 and 1 again with every world model trained all 2,000 steps "
-     "(900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes,
+    ("imagination_lift_s43.json", "the three seeds again on today's code, every world model trained all 2,000 "
+     "steps (900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes,
      ">= SFT + 0.30"),
+    ("imagination_lift_s43.json", "same runs, lift over SFT paired episode by episode (mean of the seeds [95% CI]): "
+     "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ">= +0.30"),
     ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread, two runs side by side on 2 cores without "
      "native bf16 (AVX2 only; s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
@@ -452,6 +454,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_coevolution_variant(d, 'fw1')}; {_coevolution_variant(d, 'nolabels')}", ""),
     ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
      "imagination (paired vs SFT; vs the 16-iteration round 0)", lambda d: _ablation(d, "it48"), ""),
+    ("imagination_lift_s43_wmdata.json", "seeds 0-1 of imagination_lift_s43.json: co-evolution round 1 again with "
+     "600 real rollouts of the round-0 policy and 1,500 world-model fine-tune steps (onpol) / the same steps on "
+     "the default 24 rollouts (ft1500), each against the default round 1 (paired)",
+     lambda d: f"{_coevolution_variant(d, 'onpol')}; {_coevolution_variant(d, 'ft1500')}", ""),
     ("imagination_lift_minkept.json", "4 seeds, defaults before rl.max_kl: the s32 runs (seeds 0-2) and a fresh seed-3 main job "
      "(runs/s33/seed_3): SFT / RL in imagination / co-evolution rounds / real RL, same budget; rounds 1 / 2 vs round 0 "
      "(paired)",
@@ -628,6 +634,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("rl_headroom_imagined_round2.json", "same, the world model after 2 co-evolution rounds", _agreement, ""),
     ("rl_headroom_imagined_kf3.json", "same, round-0 world, from keyframes: the mean action's real state after 3 "
      "chunks, 8-chunk episodes (the run's imagination horizon)", _agreement, ""),
+    *[
+        (f"rl_headroom_imagined_s43{tag}_seed{seed}.json", label if seed == 0 else "same, seed 1", _agreement, "")
+        for tag, label in (
+            ("", "same measurement, 48 starts, on today's default world (success model, round 0; "
+             "runs/s43/lift/seed_0)"),
+            ("_onpol", "same, seed 0, the world after a round on 600 real rollouts of the round-0 policy with 1,500 "
+             "fine-tune steps (imagination_lift_s43_wmdata.json, onpol)"),
+            ("_ft1500", "same, seed 0, the control: 1,500 fine-tune steps on the default 24 rollouts (ft1500)"),
+        )
+        for seed in (0, 1)
+    ],
     ("rl_headroom_imagined_objdyn.json", "same as rl_headroom_imagined.json, the world model's cubes moved by the "
      "state-space object model (worldmodels.object_dynamics, fitted on the run's demos)", _agreement, ""),
     ("rl_headroom_imagined_objdyn_kf3.json", "same, from the keyframes after 3 chunks", _agreement, ""),
