@@ -454,6 +454,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_coevolution_variant(d, 'fw1')}; {_coevolution_variant(d, 'nolabels')}", ""),
     ("imagination_lift_coevolution.json", "round 0 with 48 GRPO iterations instead of 16 (it48), after RL in "
      "imagination (paired vs SFT; vs the 16-iteration round 0)", lambda d: _ablation(d, "it48"), ""),
+    ("imagination_lift_wmgpu.json", "the runs of imagination_lift_s43.json, round 0 again in world models trained on "
+     "an H200 (wmgpu: batch 64 for 360 s, 4,336-4,417 steps, 8.7-8.8x the windows; reward models retrained on them): "
+     "RL in imagination (paired vs SFT; vs the default round 0)", lambda d: _ablation(d, "wmgpu"), ">= SFT + 0.30"),
     ("imagination_lift_s43_wmdata.json", "seeds 0-1 of imagination_lift_s43.json: co-evolution round 1 again with "
      "600 real rollouts of the round-0 policy and 1,500 world-model fine-tune steps (onpol) / the same steps on "
      "the default 24 rollouts (ft1500), each against the default round 1 (paired)",
@@ -645,6 +648,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
         )
         for seed in (0, 1)
     ],
+    *[
+        (f"rl_headroom_imagined_wmgpu_seed{seed}.json",
+         "same measurement, seed 0, in the wmgpu world (world model trained on an H200, 8.8x the windows; "
+         "imagination_lift_wmgpu.json)" if seed == 0 else f"same, seed {seed}", _agreement, "")
+        for seed in (0, 1, 2)
+    ],
     ("rl_headroom_imagined_objdyn.json", "same as rl_headroom_imagined.json, the world model's cubes moved by the "
      "state-space object model (worldmodels.object_dynamics, fitted on the run's demos)", _agreement, ""),
     ("rl_headroom_imagined_objdyn_kf3.json", "same, from the keyframes after 3 chunks", _agreement, ""),
@@ -758,6 +767,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("device_h200/main_job_b_results.json", "same repeat: real success SFT / RL in imagination / co-evolution rounds "
      "/ real RL", _phase_successes,
      ""),
+    ("device_h200/determinism.json", "world model / SFT trained twice on CUDA from the same seed and data (200 steps, "
+     "benchmarks.determinism on an H200): tensors that differ between the two runs, default / deterministic=true",
+     lambda d: " / ".join(
+         f"{_fmt(_get(d, f'results.{t}/default.tensors_differing'))} of {_fmt(_get(d, f'results.{t}/default.tensors'))}, "
+         + ("stopped (" + d["results"][f"{t}/deterministic"]["error"].split(" does not")[0].split(": ", 1)[-1] + ")"
+            if "error" in d["results"][f"{t}/deterministic"]
+            else f"{_fmt(_get(d, f'results.{t}/deterministic.tensors_differing'))} differ")
+         for t in ("world_model", "sft")), ""),
+    ("device_h200/determinism_wm_after_pool_fix.json", "same, the world model after the pooling fix "
+     "(wmrl.devices.even_adaptive_avg_pool2d; 100 steps), deterministic=true: byte-identical",
+     "repeat_bit_for_bit.world_model/deterministic", "True"),
     ("wm_policy_ranking.json", "world-model vs real ranking: Spearman", "spearman", ">= 0.9"),
     ("wm_policy_ranking.json", "paired episodes whose imagined outcome equals the real one", "episode_agreement", ""),
     ("wm_policy_ranking.json", "best Spearman over success thresholds 0.3-0.98 (threshold sweep)",

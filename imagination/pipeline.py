@@ -176,6 +176,9 @@ class RunConfig:
         seed: seed of the whole run; num_threads: torch CPU threads (null: torch default).
         device: where the models train and run (``wmrl.devices``: auto = CUDA when torch sees a
             GPU, else the CPU; cpu; cuda; cuda:N). The simulators stay on the CPU.
+        deterministic: deterministic torch kernels in the run's processes (the background SFT child
+            too; :func:`wmrl.devices.use_deterministic_algorithms`), so a GPU run repeats bit for
+            bit. CPU runs repeat without it.
         demos, rewards, eval: see their classes.
         render: how the built-in suite renders real frames (:class:`RenderConfig`; other backends
             take only the default).
@@ -214,6 +217,7 @@ class RunConfig:
     seed: int = 0
     num_threads: int | None = None
     device: str = "auto"
+    deterministic: bool = False
     demos: DemoConfig = field(default_factory=DemoConfig)
     world_model: dict = field(default_factory=lambda: {"family": "deterministic"})
     world_model_train: dict = field(default_factory=dict)
@@ -369,6 +373,10 @@ class Pipeline:
         from wmrl.devices import resolve_device
 
         self.device = resolve_device(cfg.device)  # models train and run here; simulators stay on the CPU
+        if cfg.deterministic:  # before any CUDA work of this process (the background SFT child builds its own)
+            from wmrl.devices import use_deterministic_algorithms
+
+            use_deterministic_algorithms(True)
 
     # -- markers
     def done(self, stage: str) -> dict | None:
@@ -929,6 +937,48 @@ class Pipeline:
         summary = sft.join(last_logged_step(self.root / "sft" / "metrics.jsonl"), steps, show=self.progress)
         self.mark("sft", {**summary, "background": True, "num_threads": child})
 
+    #: stages :meth:`run_only` runs, each with the stages it needs finished first
+    SINGLE_STAGES = {
+        "demos": (),
+        "world_model": ("demos",),
+        "object_dynamics": ("demos",),
+        "sft": ("demos",),
+        "rewards": ("demos", "world_model"),
+    }
+
+    @classmethod
+    def check_single_stages(cls, names: list[str]) -> None:
+        """A one-line ``ConfigError`` for a name in ``names`` that is not one of :attr:`SINGLE_STAGES`."""
+        for n in names:
+            if n not in cls.SINGLE_STAGES:
+                raise ConfigError(f"--only {n!r}: expected one of {', '.join(cls.SINGLE_STAGES)}")
+
+    def run_only(self, names: list[str]) -> dict[str, dict]:
+        """Run just the stages ``names`` (of :attr:`SINGLE_STAGES`, in that order), e.g. the world model
+        on a GPU machine: copy the run folder back, and ``wmrl run`` there goes on from the stages
+        finished. A stage whose inputs are not finished yet is a one-line ``ConfigError``."""
+        bodies = {"demos": self.s_demos, "world_model": self.s_world_model, "object_dynamics": self.s_object_dynamics,
+                  "sft": self.s_sft, "rewards": self.s_rewards}
+        self.check_single_stages(names)
+        if self.cfg.num_threads:
+            torch.set_num_threads(self.cfg.num_threads)
+        from wmrl.runs import seed_everything
+
+        seed_everything(self.cfg.seed)
+        out = {}
+        for n in [n for n in self.SINGLE_STAGES if n in names]:
+            missing = [d for d in self.SINGLE_STAGES[n] if self.done(d) is None and d not in out]
+            if missing:
+                raise ConfigError(f"--only {n}: stage(s) {', '.join(missing)} of {self.root} are not finished; run them first")
+            if n == "object_dynamics" and self.cfg.object_dynamics_config() is None:
+                raise ConfigError("--only object_dynamics: object_dynamics.enabled is false in this run's config")
+            if n == "demos":
+                out[n] = self.stage(n, self.s_demos)
+                self.check_demo_render()
+            else:
+                out[n] = self.stage(n, bodies[n])
+        return out
+
     def run_all(self) -> dict:
         cfg = self.cfg
         if cfg.num_threads:
@@ -1122,10 +1172,21 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="wmrl run", description=__doc__.split("\n")[0])
     p.add_argument("--config-name", default="run", help="conf/<name>.yaml (run or run_quick)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--only", default=None, metavar="STAGE[,STAGE]",
+        help=f"run just these stages ({', '.join(Pipeline.SINGLE_STAGES)}), e.g. the world model on a GPU machine; "
+        "a later `wmrl run` on the same folder goes on from them",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. run_dir=runs/x coevolution.rounds=1")
     a = p.parse_args(argv)
+    only = [s.strip() for s in a.only.split(",")] if a.only is not None else None
+    Pipeline.check_single_stages(only or [])  # before the run folder is made
     cfg = load_run_config(a.overrides, a.config_name)
     pipe = Pipeline(cfg, progress=not a.no_progress)
+    if only:
+        for name, summary in pipe.run_only(only).items():
+            print(f"{name}: done in {summary.get('stage_time_s', 0):.0f} s ({pipe.root / 'stages' / (name + '.json')})")
+        return 0
     pipe.run_all()
     print((Path(cfg.run_dir) / "results.md").read_text())
     return 0

@@ -44,6 +44,7 @@ from imagination.trainer_utils import (
     trust_region,
 )
 from kernels.advantages import compute_gae
+from wmrl.devices import AdaptiveAvgPool2d
 from wmrl.errors import ConfigError
 from wmrl.runs import RunDir, check_finite, seed_everything
 
@@ -137,7 +138,7 @@ class ValueNet(nn.Module):
             nn.SiLU(),
             nn.Conv2d(width, width, 3, stride=2, padding=1),
             nn.SiLU(),
-            nn.AdaptiveAvgPool2d(4),
+            AdaptiveAvgPool2d(4),  # wmrl's: deterministic on CUDA under use_deterministic_algorithms
             nn.Flatten(),
         )
         self.mlp = nn.Sequential(nn.Linear(width * 16 + state_dim, 128), nn.SiLU(), nn.Linear(128, 1))

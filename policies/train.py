@@ -53,6 +53,8 @@ class TrainPolicyConfig:
             where 2 threads ran 10x slower); None: leave as is.
         device: where the policy trains (``wmrl.devices``: auto | cpu | cuda | cuda:N); the frames
             stay on the CPU and each batch moves there.
+        deterministic: deterministic torch kernels for the whole process
+            (:func:`wmrl.devices.use_deterministic_algorithms`), so CUDA runs repeat too.
         init: a saved policy folder (``VLAPolicy.save_pretrained``) whose weights and state
             normalisation training starts from (fine-tuning; its architecture must be ``policy``'s);
             None: a fresh initialisation, normalised on the data.
@@ -75,6 +77,7 @@ class TrainPolicyConfig:
     max_episodes: int | None = None
     num_threads: int | None = 1
     device: str = "cpu"
+    deterministic: bool = False
     init: str | None = None
     policy: VLAConfig = field(default_factory=VLAConfig)
 
@@ -183,10 +186,12 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     """
     from tqdm import tqdm
 
-    from wmrl.devices import resolve_device
+    from wmrl.devices import resolve_device, use_deterministic_algorithms
 
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
+    if cfg.deterministic:
+        use_deterministic_algorithms(True)
     if trajectories is None:
         if not cfg.dataset:
             raise ConfigError("dataset=PATH is required (a LeRobotDataset written by `wmrl collect`)")

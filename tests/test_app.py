@@ -161,6 +161,30 @@ def test_train_speed_refuses_bad_arguments_before_any_work(tmp_path):
     assert not out.exists()
 
 
+def test_determinism_benchmark_refuses_bad_arguments_and_compares_weights(tmp_path):
+    """``benchmarks.determinism``: a bad ``--steps`` / ``--run`` is a one-line error before any work; its
+    weight comparison tells identical files from ones that differ in one tensor."""
+    import torch
+    from safetensors.torch import save_file
+
+    from benchmarks import determinism
+    from wmrl.errors import WmrlError
+
+    out = tmp_path / "det.json"
+    with pytest.raises(WmrlError, match=r"--steps=0 must be >= 1"):
+        determinism.main(["--steps", "0", "--out", str(out)])
+    with pytest.raises(WmrlError, match=r"--run .*nowhere: no demos at"):
+        determinism.main(["--run", str(tmp_path / "nowhere"), "--out", str(out)])
+    assert not out.exists()
+    w = {"a": torch.zeros(3), "b": torch.ones(2)}
+    for name, tensors in (("x", w), ("y", w), ("z", {**w, "b": torch.tensor([1.0, 1.5])})):
+        save_file(tensors, str(tmp_path / f"{name}.safetensors"))
+    same = determinism.compare_weights(str(tmp_path / "x.safetensors"), str(tmp_path / "y.safetensors"))
+    assert same["identical"] and same["tensors_differing"] == 0 and same["max_abs_diff"] == 0.0
+    diff = determinism.compare_weights(str(tmp_path / "x.safetensors"), str(tmp_path / "z.safetensors"))
+    assert not diff["identical"] and diff["tensors_differing"] == 1 and diff["max_abs_diff"] == 0.5
+
+
 def test_sim_throughput_quick_writes_json(tmp_path):
     from benchmarks import sim_throughput
 

@@ -169,3 +169,65 @@ def test_the_whole_loop_runs_on_cuda(tmp_path):
     assert next(wm.parameters()).is_cuda and wm.object_dynamics.device.type == "cuda" and sm.device.type == "cuda"
     assert pipe.policy_after(1).device.type == "cuda"
     assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
+
+
+@pytest.fixture
+def restore_determinism(monkeypatch):
+    """Put torch's determinism switches (and CUBLAS_WORKSPACE_CONFIG) back as they were after the test."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]
+
+
+def test_the_deterministic_switch_sets_torch_and_the_cublas_workspace(restore_determinism, tmp_path):
+    """``use_deterministic_algorithms`` flips torch's switches and sets cuBLAS's workspace setting; the run
+    config's ``deterministic`` key turns it on for the run's process before any work."""
+    import os
+
+    from imagination.pipeline import Pipeline, load_run_config
+    from wmrl.devices import use_deterministic_algorithms
+
+    use_deterministic_algorithms(True)
+    assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+    assert not torch.backends.cudnn.benchmark and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    use_deterministic_algorithms(False)
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+    Pipeline(load_run_config([f"run_dir={tmp_path / 'a'}"], "run_quick"), progress=False)
+    assert not torch.are_deterministic_algorithms_enabled()  # the default leaves torch as it is
+    Pipeline(load_run_config([f"run_dir={tmp_path / 'b'}", "deterministic=true"], "run_quick"), progress=False)
+    assert torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.parametrize("side,size", [(4, 8), (16, 4), (8, 8), (2, 6)])
+def test_even_adaptive_pooling_equals_the_adaptive_op_forward_and_backward(side, size):
+    """The pooling that replaces ``adaptive_avg_pool2d`` under deterministic CUDA gives its values and gradients."""
+    from wmrl.devices import adaptive_avg_pool2d, even_adaptive_avg_pool2d
+
+    x = torch.randn(2, 3, side, side, dtype=torch.float64, requires_grad=True)
+    ref = torch.nn.functional.adaptive_avg_pool2d(x, size)
+    got = even_adaptive_avg_pool2d(x, size)
+    g = torch.randn_like(ref)
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(torch.autograd.grad(got, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+    assert torch.equal(adaptive_avg_pool2d(x, size), ref)  # on the CPU it is the adaptive op itself
+    assert even_adaptive_avg_pool2d(torch.zeros(1, 1, 5, 5), 8) is None  # uneven: left to the adaptive op
+
+
+@cuda
+@pytest.mark.slow
+def test_deterministic_training_repeats_bit_for_bit_on_cuda(tmp_path):
+    """With ``deterministic=true``, two CUDA trainings of the world model and of SFT (each in a fresh process,
+    as in ``wmrl run``) save byte-identical weights (``benchmarks.determinism``'s measurement)."""
+    import argparse
+
+    from benchmarks.determinism import job_of, measure
+
+    args = argparse.Namespace(run=None, quick=True, device="cuda", steps=6, threads=2)
+    res = measure(job_of(args, tmp_path), tmp_path, settings=("deterministic",))
+    for trainer in ("world_model", "sft"):
+        r = res[f"{trainer}/deterministic"]
+        assert "error" not in r, r.get("error")
+        assert r["identical"] and r["tensors_differing"] == 0

@@ -521,6 +521,28 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
     assert (rd / "stages" / "round_0.json").read_text() == marker
 
 
+def test_run_only_runs_the_named_stages_and_checks_their_inputs(tmp_path, capsys):
+    """``wmrl run --only demos,world_model`` runs just those stages (a later ``wmrl run`` goes on from their
+    markers); an unknown stage, or one whose inputs are not finished, is a one-line error before any work."""
+    from imagination.pipeline import main
+
+    rd = tmp_path / "run"
+    tiny = ["--config-name", "run_quick", "--no-progress", f"run_dir={rd}", "suite=PushCube-v0",
+            "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=4", "world_model_train.videos=0"]
+    with pytest.raises(ConfigError, match=r"--only 'reward': expected one of demos, world_model, object_dynamics, sft, rewards"):
+        main([*tiny[:3], "--only", "reward", f"run_dir={tmp_path / 'other'}"])
+    assert not (tmp_path / "other").exists()
+    with pytest.raises(ConfigError, match=r"--only rewards: stage\(s\) demos, world_model of .* are not finished"):
+        main([*tiny, "--only", "rewards"])
+    assert main([*tiny, "--only", "world_model,demos"]) == 0  # run in the pipeline's order
+    assert sorted(f.stem for f in (rd / "stages").glob("*.json")) == ["demos", "world_model"]
+    assert (rd / "world_model" / "model" / "model.safetensors").exists()
+    assert "world_model: done in" in capsys.readouterr().out
+    marker = (rd / "stages" / "world_model.json").read_text()
+    assert main([*tiny, "--only", "world_model"]) == 0  # done: skipped, not trained again
+    assert (rd / "stages" / "world_model.json").read_text() == marker
+
+
 def test_ranking_statistics():
     from benchmarks.wm_policy_ranking import rank_stats
 

@@ -8,6 +8,7 @@ imagined environment is batched on its world model's device.
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -39,4 +40,67 @@ def resolve_device(spec: str | torch.device | None) -> torch.device:
     return dev
 
 
-__all__ = ["DEVICE_CHOICES", "resolve_device"]
+def use_deterministic_algorithms(enabled: bool) -> None:
+    """Make this process's torch kernels deterministic (``enabled``) or let torch pick the fastest.
+
+    CPU runs of wmrl repeat bit for bit without it. On CUDA, cuDNN's autotuned convolutions and
+    atomic-add reductions can differ from run to run; this sets ``torch.use_deterministic_algorithms``,
+    ``cudnn.deterministic`` (and turns off ``cudnn.benchmark``) and, for cuBLAS, the workspace
+    setting ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when it is unset. That variable counts only for
+    cuBLAS handles made after it is set, so call this before the first CUDA matrix product (``wmrl run``
+    and the trainers do, from their ``deterministic`` key). An op with no deterministic CUDA kernel
+    then raises torch's own error naming it, instead of running non-deterministically."""
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(bool(enabled))
+    torch.backends.cudnn.deterministic = bool(enabled)
+    torch.backends.cudnn.benchmark = False
+
+
+def adaptive_avg_pool2d(x: torch.Tensor, size: int) -> torch.Tensor:
+    """``F.adaptive_avg_pool2d(x, size)`` for ``x`` (B, C, H, W) -> (B, C, size, size), whose backward
+    CUDA cannot run deterministically. Under deterministic algorithms on CUDA, sides that ``size``
+    divides or that divide ``size`` go through :func:`even_adaptive_avg_pool2d` (the same values, a
+    deterministic backward). Everywhere else (the CPU, or the default setting) it is the adaptive op
+    itself, so CPU runs keep their bits."""
+    if x.is_cuda and torch.are_deterministic_algorithms_enabled():
+        out = even_adaptive_avg_pool2d(x, size)
+        if out is not None:
+            return out
+    return torch.nn.functional.adaptive_avg_pool2d(x, size)
+
+
+def even_adaptive_avg_pool2d(x: torch.Tensor, size: int) -> torch.Tensor | None:
+    """Adaptive average pooling of ``x`` (B, C, H, W) to (B, C, size, size) without the adaptive op,
+    where each side divides evenly: ``avg_pool2d`` with kernel = stride = side / size when ``size``
+    divides the side, or each cell repeated side-to-``size`` times (an ``expand``, whose backward is a
+    plain sum) when the side divides ``size``. None when a side does neither."""
+    h, w = x.shape[-2:]
+    if h % size == 0 and w % size == 0:
+        return torch.nn.functional.avg_pool2d(x, (h // size, w // size))
+    if size % h == 0 and size % w == 0:
+        b, c = x.shape[:-2]
+        kh, kw = size // h, size // w
+        return x[:, :, :, None, :, None].expand(b, c, h, kh, w, kw).reshape(b, c, size, size)
+    return None
+
+
+class AdaptiveAvgPool2d(torch.nn.Module):
+    """:func:`adaptive_avg_pool2d` as a module (a drop-in for ``nn.AdaptiveAvgPool2d(size)``)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = int(size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return adaptive_avg_pool2d(x, self.size)
+
+
+__all__ = [
+    "DEVICE_CHOICES",
+    "AdaptiveAvgPool2d",
+    "adaptive_avg_pool2d",
+    "even_adaptive_avg_pool2d",
+    "resolve_device",
+    "use_deterministic_algorithms",
+]

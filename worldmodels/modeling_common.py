@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from wmrl.devices import adaptive_avg_pool2d
 from wmrl.errors import CheckpointError, DatasetError, WmrlError
 from wmrl.io import atomic_save_safetensors, atomic_write_json
 from worldmodels.configuration_common import WorldModelConfig
@@ -227,7 +228,7 @@ class OutcomeHead(nn.Module):
         )
 
     def forward(self, mid: Tensor, emb: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        h = F.adaptive_avg_pool2d(F.silu(self.reduce(mid)), self.pool).flatten(1)
+        h = adaptive_avg_pool2d(F.silu(self.reduce(mid)), self.pool).flatten(1)  # deterministic on CUDA too
         if self.cond_dim and (cond is None or cond.shape[-1] != self.cond_dim):
             got = None if cond is None else tuple(cond.shape)
             raise ValueError(f"OutcomeHead reads the raw conditioning: cond is {got}; expected (B, {self.cond_dim})")

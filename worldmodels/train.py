@@ -60,6 +60,9 @@ class TrainLoopConfig:
     num_threads: torch CPU threads (None: torch default).
     device: where the model trains (``wmrl.devices``: auto | cpu | cuda | cuda:N); windows are
         sampled on the CPU and moved there per step.
+    deterministic: deterministic torch kernels for the whole process
+        (:func:`wmrl.devices.use_deterministic_algorithms`), so CUDA runs repeat too; CPU runs repeat
+        without it.
     seed: seed of sampling and noise (CPU runs are reproducible).
     ema_decay: keep an exponential moving average of the weights (decay ramped as
         min(ema_decay, (1+step)/(10+step))) and save it as the final model (checkpoints keep the raw
@@ -82,6 +85,7 @@ class TrainLoopConfig:
     seed: int = 0
     ema_decay: float = 0.0
     device: str = "cpu"
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         from wmrl.devices import resolve_device
@@ -202,6 +206,10 @@ def train_world_model(
     family, mcfg = cfg.model_config()
     tc = cfg.train
     device = resolve_device(tc.device)
+    if tc.deterministic:
+        from wmrl.devices import use_deterministic_algorithms
+
+        use_deterministic_algorithms(True)
     seed_everything(tc.seed)
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
