@@ -174,7 +174,8 @@ def test_the_whole_loop_runs_on_cuda(tmp_path):
 @pytest.fixture
 def restore_determinism(monkeypatch):
     """Put torch's determinism switches (and CUBLAS_WORKSPACE_CONFIG) back as they were after the test."""
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # recorded as it was, so undone after the test
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
     before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
               torch.backends.cudnn.benchmark)
     yield
