@@ -16,7 +16,7 @@ convolution algorithms and reductions add atomically).
 Data: ``--run RUN`` trains the run's own world model and policy configs on its demos (``RUN/data``),
 with its SFT instruction embeddings (``RUN/sft/policy/instructions.safetensors``, so no sentence model is
 loaded); otherwise a small fresh collection of the built-in suite in a temporary folder with the
-``run_quick`` configs. ``--quick``: 2 tasks x 4 episodes, 5 steps (CI smoke).
+``run_quick`` configs. ``--quick``: one task, 4 episodes, 5 steps (CI smoke).
 """
 
 from __future__ import annotations
@@ -35,18 +35,14 @@ TRAINERS = ("world_model", "sft")
 SETTINGS = ("default", "deterministic")
 
 
-def _load_data(data: str) -> Any:
-    from wmrl.data import load_trajectories
-
-    return load_trajectories(data)
-
-
 def train_once(trainer: str, deterministic: bool, job: dict[str, Any], out: str) -> dict[str, Any]:
     """One training run in this (fresh) process; its saved weights' path, seconds, or the error."""
     import torch
 
+    from wmrl.data import load_trajectories
+
     torch.set_num_threads(job["threads"])
-    traj = _load_data(job["data"])
+    traj = load_trajectories(job["data"])
     t0 = time.perf_counter()
     try:
         if trainer == "world_model":
@@ -127,18 +123,18 @@ def job_of(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     }
 
 
-def measure(job: dict[str, Any], tmp: Path, repeats: int = 2, trainers: tuple[str, ...] = TRAINERS,
+def measure(job: dict[str, Any], tmp: Path, trainers: tuple[str, ...] = TRAINERS,
             settings: tuple[str, ...] = SETTINGS) -> dict[str, Any]:
-    """Each of ``trainers`` x ``settings``, ``repeats`` runs each, each run in a fresh process."""
+    """Each of ``trainers`` x ``settings``, two runs each (compared), each run in a fresh process."""
     out: dict[str, Any] = {}
     for trainer in trainers:
-        for det in [s == "deterministic" for s in settings]:
+        for setting in settings:
             runs = []
-            for r in range(repeats):
-                folder = tmp / f"{trainer}_{'det' if det else 'default'}_{r}"
+            for r in range(2):
                 with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as ex:
-                    runs.append(ex.submit(train_once, trainer, det, job, str(folder)).result())
-            key = f"{trainer}/{'deterministic' if det else 'default'}"
+                    runs.append(ex.submit(train_once, trainer, setting == "deterministic", job,
+                                          str(tmp / f"{trainer}_{setting}_{r}")).result())
+            key = f"{trainer}/{setting}"
             errors = [x["error"] for x in runs if "error" in x]
             res: dict[str, Any] = {"seconds": [x["seconds"] for x in runs],
                                    "median_s": statistics.median(x["seconds"] for x in runs)}

@@ -967,7 +967,7 @@ class Pipeline:
         seed_everything(self.cfg.seed)
         out = {}
         for n in [n for n in self.SINGLE_STAGES if n in names]:
-            missing = [d for d in self.SINGLE_STAGES[n] if self.done(d) is None and d not in out]
+            missing = [d for d in self.SINGLE_STAGES[n] if self.done(d) is None]
             if missing:
                 raise ConfigError(f"--only {n}: stage(s) {', '.join(missing)} of {self.root} are not finished; run them first")
             if n == "object_dynamics" and self.cfg.object_dynamics_config() is None:

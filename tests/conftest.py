@@ -25,3 +25,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def restore_determinism(monkeypatch):
+    """Put torch's determinism switches (and CUBLAS_WORKSPACE_CONFIG) back as they were after the test."""
+    import torch
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # recorded as it was, so undone after the test
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]

@@ -171,18 +171,6 @@ def test_the_whole_loop_runs_on_cuda(tmp_path):
     assert (rd / "videos" / "real_vs_imagined_0.mp4").stat().st_size > 0
 
 
-@pytest.fixture
-def restore_determinism(monkeypatch):
-    """Put torch's determinism switches (and CUBLAS_WORKSPACE_CONFIG) back as they were after the test."""
-    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # recorded as it was, so undone after the test
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
-    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-              torch.backends.cudnn.benchmark)
-    yield
-    torch.use_deterministic_algorithms(before[0])
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]
-
-
 def test_the_deterministic_switch_sets_torch_and_the_cublas_workspace(restore_determinism, tmp_path):
     """``use_deterministic_algorithms`` flips torch's switches and sets cuBLAS's workspace setting; the run
     config's ``deterministic`` key turns it on for the run's process before any work."""

@@ -522,7 +522,7 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_deterministic_switch_runs_the_whole_loop_and_keeps_cpu_bits(tmp_path, monkeypatch):
+def test_the_deterministic_switch_runs_the_whole_loop_and_keeps_cpu_bits(tmp_path, restore_determinism):
     """``wmrl run deterministic=true`` on the CPU: every stage has a deterministic kernel, and every weight
     file equals the default run's byte for byte (CPU runs repeat anyway; the switch is for CUDA)."""
     from imagination.pipeline import main
@@ -531,17 +531,9 @@ def test_the_deterministic_switch_runs_the_whole_loop_and_keeps_cpu_bits(tmp_pat
             "demos.num_envs=4", "world_model_train.steps=8", "world_model_train.videos=0", "rewards.idm_steps=8",
             "rewards.success_steps=8", "sft.steps=10", "rl.iterations=1", "eval.episodes_per_task=2",
             "eval.num_envs=2", "videos=0", "success_calibration.episodes_per_task=2", "num_threads=1"]
-    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # recorded as it was, so undone after the test
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
-    was = torch.are_deterministic_algorithms_enabled()
-    try:
-        assert main([*args, f"run_dir={tmp_path / 'a'}"]) == 0
-        assert main([*args, f"run_dir={tmp_path / 'b'}", "deterministic=true"]) == 0
-        assert torch.are_deterministic_algorithms_enabled()
-    finally:
-        from wmrl.devices import use_deterministic_algorithms
-
-        use_deterministic_algorithms(was)
+    assert main([*args, f"run_dir={tmp_path / 'a'}"]) == 0
+    assert main([*args, f"run_dir={tmp_path / 'b'}", "deterministic=true"]) == 0
+    assert torch.are_deterministic_algorithms_enabled()
     files = sorted(f.relative_to(tmp_path / "a") for f in (tmp_path / "a").rglob("*.safetensors"))
     assert len(files) > 10
     for f in files:
