@@ -48,8 +48,13 @@ ABLATIONS: dict[str, list[str]] = {
     "kir_off": ["imagination.keyframes.strategy=start"],
     "gating_off": ["imagination.gate=off", "rl.gate=off"],
 }
-SHARED_STAGES = ("demos", "world_model", "rewards", "sft", "eval_sft")
+SHARED_STAGES = ("demos", "world_model", "idm", "rewards", "sft", "eval_sft")
 SHARED_DIRS = ("data", "world_model", "rewards", "sft")
+#: what each reward stage writes under ``RUN/rewards``: a variant that retrains one links the other's
+REWARD_PARTS = {"idm": "executability", "rewards": "success"}
+#: ``rewards.*`` keys only the success model reads (others, the batch size say, retrain the IDM too)
+SUCCESS_ONLY_KEYS = ("rewards.success_steps", "rewards.success.", "rewards.imagined_replays",
+                     "rewards.imagined_random_failures")
 
 
 def run_seed(
@@ -65,13 +70,17 @@ def run_seed(
 
 def retrained_stages(changes: list[str]) -> tuple[str, ...]:
     """The shared stages whose results a variant's overrides change, so its folder runs them anew:
-    ``world_model.*`` / ``world_model_train.*`` the world model and the reward models (the success
-    model learns from the world model's rollouts), ``rewards.*`` the reward models."""
+    ``world_model.*`` / ``world_model_train.*`` the world model and the success model (it learns from
+    the world model's rollouts), ``rewards.*`` the success model, and the IDM too unless every such key
+    is one only the success model reads (:data:`SUCCESS_ONLY_KEYS`)."""
     keys = [c.lstrip("+~").split("=", 1)[0] for c in changes]
+    reward_keys = [k for k in keys if k.startswith("rewards.")]
     out: list[str] = []
     if any(k.startswith(("world_model.", "world_model_train.")) for k in keys):
-        out += ["world_model", "rewards"]
-    elif any(k.startswith("rewards.") for k in keys):
+        out.append("world_model")
+    if any(not k.startswith(SUCCESS_ONLY_KEYS) for k in reward_keys):
+        out.append("idm")
+    if out or reward_keys:
         out.append("rewards")
     return tuple(out)
 
@@ -80,13 +89,27 @@ def link_shared_stages(src: Path, dst: Path, retrain: tuple[str, ...] = ()) -> N
     """Make ``dst`` a run folder that shares ``src``'s data, world model, reward models and SFT
     policy (symlinks, not copies) and its finished stages up to the SFT evaluation (copied markers,
     so a pipeline in ``dst`` skips them), except the stages in ``retrain`` (their folders and
-    markers are left to the pipeline in ``dst``)."""
+    markers are left to the pipeline in ``dst``). ``dst/rewards`` links the whole folder when neither
+    reward stage is retrained, else it is a folder holding a link to the part not retrained
+    (:data:`REWARD_PARTS`). A ``src`` from before the IDM had its own stage has no ``idm`` marker:
+    its ``rewards`` marker (copied) carries the IDM's calibration, and retraining ``rewards`` retrains
+    the IDM too."""
+    if "rewards" in retrain and not (src / "stages" / "idm.json").exists():
+        retrain = (*retrain, "idm")  # a run from before the IDM had its own stage: its rewards stage trained both
     (dst / "stages").mkdir(parents=True, exist_ok=True)
     for sub in SHARED_DIRS:
-        if sub not in retrain and not (dst / sub).exists():
+        if sub not in retrain and sub != "rewards" and not (dst / sub).exists():
             os.symlink((src / sub).resolve(), dst / sub)
+    if not any(st in retrain for st in REWARD_PARTS):
+        if not (dst / "rewards").exists():
+            os.symlink((src / "rewards").resolve(), dst / "rewards")
+    else:  # a folder of its own, holding links to the reward models it does not retrain
+        (dst / "rewards").mkdir(exist_ok=True)
+        for st, part in REWARD_PARTS.items():
+            if st not in retrain and not (dst / "rewards" / part).exists():
+                os.symlink((src / "rewards" / part).resolve(), dst / "rewards" / part)
     for st in SHARED_STAGES:
-        if st not in retrain:
+        if st not in retrain and (src / "stages" / f"{st}.json").exists():
             shutil.copyfile(src / "stages" / f"{st}.json", dst / "stages" / f"{st}.json")
 
 

@@ -50,7 +50,10 @@ def _link_run(src: Path, dst: Path) -> None:
     from benchmarks.imagination_lift import SHARED_STAGES, link_shared_stages
     from wmrl.errors import WmrlError
 
-    missing = [s for s in SHARED_STAGES if not (src / "stages" / f"{s}.json").exists()]
+    done = {s for s in SHARED_STAGES if (src / "stages" / f"{s}.json").exists()}
+    if "rewards" in done:  # a run from before the IDM had its own stage trained it in its rewards stage
+        done.add("idm")
+    missing = [s for s in SHARED_STAGES if s not in done]
     if missing:
         raise WmrlError(f"{src} is not a finished wmrl run (stages {missing} missing); run `wmrl run` first")
     link_shared_stages(src, dst)

@@ -410,9 +410,19 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _run_lifts, ""),
     ("imagination_lift_s38.json", "same: whole main job per seed, CPU time on 1 thread, two runs side by side (s)",
      lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), ""),
-    ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on the 2-core "
-     "AVX2-only machine, default threads, current code (runs/s42/a: SFT in a child process on one core beside the "
-     "world model on the other): wall time (s); SFT -> RL in imagination -> co-evolution rounds; real RL",
+    ("main_job_default_alone.json", "the README's main job (`wmrl run`, seed 0, sft.steps=10000) alone on a 2-core "
+     "AVX-512 machine with native bf16, default threads, current code (runs/s46/new: SFT in a child process beside the "
+     "world model, then its evaluation there; the IDM on whichever side is free first): wall time (s); "
+     "SFT -> RL in imagination -> co-evolution rounds; real RL", _main_job, "<= 1,800 (30 min)"),
+    ("main_job_default_alone.json", "same: its repeat (runs/s46/new2), wall time (s)",
+     lambda d: _fmt(d["repeat_wall_time_s"]), "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s46_before.json", "the same command on the code before (runs/s46/base and base2, run "
+     "alternately with the two above: SFT alone in the child; the IDM and SFT's evaluation after both, on 2 threads): "
+     "wall time (s) of the two runs; SFT -> RL in imagination -> co-evolution rounds; real RL",
+     lambda d: f"{_fmt(d['wall_time_s'])} / {_fmt(d['repeat_wall_time_s'])}; {_main_job(d).split('; ', 1)[1]}",
+     "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s42a.json", "the same command on the 2-core AVX2-only machine without native bf16 "
+     "(runs/s42/a, SFT alone in a child process on one core beside the world model on the other)",
      _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s42b.json", "the same command again (runs/s42/b): every checkpoint byte-identical to "
      "runs/s42/a's", _main_job, "<= 1,800 (30 min)"),

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from imagination.rollout_buffer import (
     RolloutBatch,
@@ -29,6 +28,7 @@ from imagination.rollout_buffer import (
     match_policy_to_env_dims,
 )
 from imagination.trainer_utils import (
+    RLProgress,
     budget_exhausted,
     check_augment,
     check_freeze,
@@ -320,10 +320,8 @@ def train_grpo(
     start, history = resume_trainer(run, {"policy": policy}, {"policy": opt})
     if start == 0:  # a resumed run already holds its (trained) std
         set_exploration_std(cfg.exploration_std, policy, ref_policy)
-    bar = tqdm(
-        range(start, cfg.iterations), desc="GRPO", disable=not progress, initial=start, total=cfg.iterations
-    )
-    for it in bar:
+    bar = RLProgress("GRPO", start, cfg.iterations, history, max_env_steps, progress)
+    for it in range(start, cfg.iterations):
         if budget_exhausted(history, max_env_steps):  # stop before the next iteration would exceed it
             checkpoint_budget_stop(
                 run, it, start, cfg.checkpoint_every, {"policy": policy}, {"policy": opt}, history
@@ -367,7 +365,8 @@ def train_grpo(
             run.log(it, {log_prefix + k: v for k, v in m.items()})
             if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
                 save_trainer_checkpoint(run, it + 1, {"policy": policy}, {"policy": opt}, history)
-        bar.set_postfix(success=f"{m['success_rate']:.2f}", kept=f"{m['kept_frac']:.2f}")
+        bar.advance(m, success=f"{m['success_rate']:.2f}", kept=f"{m['kept_frac']:.2f}")
+    bar.close()
     return history
 
 

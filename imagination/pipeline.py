@@ -4,9 +4,11 @@ Stages (each leaves ``RUN/stages/<name>.json`` and is skipped when that marker e
 
     demos          scripted-expert demos (wmrl.collect -> LeRobotDataset in RUN/data)
     world_model    action-conditioned world model (worldmodels.train, RUN/world_model)
-    rewards        IDM + executability reward + success reward model (RUN/rewards)
     sft            behaviour-cloned VLA policy (policies.train, RUN/sft)
     eval_sft       real-simulator success of the SFT policy
+    idm            IDM + executability reward, calibrated on real clips (RUN/rewards/executability)
+    rewards        success reward model, trained on real frames and the world model's replays
+                   (RUN/rewards/success)
     round_0        GRPO/PPO in imagination (ImaginedVectorEnv, keyframe starts, gating) + evaluation;
                    with success_calibration.episodes_per_task > 0, first paired SFT episodes in both
                    worlds set the success threshold of every round (their real steps counted here)
@@ -25,6 +27,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,9 +195,10 @@ class RunConfig:
         coevolution: ``CoevolutionConfig`` fields.
         sft_successful_only: behaviour-clone only the demo episodes that succeeded (the failed noisy
             ones still train the world model and reward models).
-        sft_beside_world_model: train SFT (it needs only the demos) in a child process while the world
-            model trains, each on half of the threads (``num_threads``, or torch's default when null;
-            :mod:`imagination.background_stage`); the reward models train after both, on all of them.
+        sft_beside_world_model: run the stages that need no world model (SFT, its evaluation and the
+            IDM: :attr:`Pipeline.BACKGROUND_STAGES`) in a child process while the world model trains,
+            each side on half of the threads (``num_threads``, or torch's default when null;
+            :mod:`imagination.background_stage`); the success model trains after both, on all of them.
             Each stage keeps its thread count however the two overlap, so the run repeats. With
             fewer than 2 threads the stages run one after the other on all of them.
         real_rl_baseline: run RL in the real simulator with the same real-env budget.
@@ -501,14 +505,14 @@ class Pipeline:
         model.save_pretrained(out, metrics)
         return metrics
 
-    def s_rewards(self) -> dict:
-        from rewards import (
-            ExecutabilityReward,
-            IDMConfig,
-            SuccessModelConfig,
-            train_idm,
-            train_success_model,
-        )
+    def s_idm(self) -> dict:
+        """The IDM and its executability reward, calibrated on real clips of the demos: it needs no world
+        model, so it can train beside it (:attr:`BACKGROUND_STAGES`). A run folder from before the IDM
+        had its own stage trained it in the ``rewards`` stage: its marker's calibration is taken."""
+        old = self.done("rewards")
+        if old is not None and "exec_scale" in old:
+            return {"exec_scale": old["exec_scale"], "exec_step_scale": old["exec_step_scale"], "in_rewards_stage": True}
+        from rewards import ExecutabilityReward, IDMConfig, train_idm
         from wmrl.config import to_dataclass
 
         rc, traj, size = self.cfg.rewards, self.trajectories(), self.cfg.image_size
@@ -525,6 +529,15 @@ class Pipeline:
         clips, acts = _real_clips(traj, 5, rc.calibrate_clips, self.cfg.seed)
         cal = exe.calibrate(clips, acts)
         exe.save_pretrained(self.root / "rewards" / "executability")
+        return {"exec_scale": cal["scale"], "exec_step_scale": cal["step_scale"]}
+
+    def s_rewards(self) -> dict:
+        """The success model, on the demos' real frames and (``rewards.imagined_replays`` /
+        ``imagined_random_failures``) the world model's replays and random-action rollouts of them."""
+        from rewards import SuccessModelConfig, train_success_model
+        from wmrl.config import to_dataclass
+
+        rc, traj, size = self.cfg.rewards, self.trajectories(), self.cfg.image_size
         parts = [traj]
         replay_eps = negative_eps = 0
         if rc.imagined_replays or rc.imagined_random_failures:
@@ -557,14 +570,15 @@ class Pipeline:
         )
         succ.save_pretrained(self.root / "rewards" / "success")
         return {
-            "exec_scale": cal["scale"],
-            "exec_step_scale": cal["step_scale"],
             "success_imagined_replay_episodes": replay_eps,
             "success_imagined_random_failure_episodes": negative_eps,
         }
 
     def s_sft(self) -> dict:
         return self.train_sft(self.root / "sft")
+
+    def s_eval_sft(self) -> dict:
+        return self.evaluate(self.policy_after(-1), "sft")
 
     def train_sft(
         self,
@@ -910,39 +924,72 @@ class Pipeline:
         if self.cfg.object_dynamics_config() is not None:
             self.stage("object_dynamics", self.s_object_dynamics)
 
-    def world_models_beside_sft(self, total: int) -> None:
-        """:meth:`world_models` on one share of ``total`` threads while SFT trains in a child process on
-        the other (:func:`imagination.background_stage.thread_shares`); then wait for SFT."""
+    #: stages that need no world model, in the order the background child runs them beside it: SFT, then
+    #: those of :attr:`SHARED_BACKGROUND_STAGES` that the parent has not claimed
+    BACKGROUND_STAGES = ("sft", "eval_sft", "idm")
+    #: stages either side may run, whichever is free first (:func:`claim_stage`): the IDM needs neither the
+    #: world model nor SFT; SFT's evaluation needs SFT, so the parent never finds it free
+    SHARED_BACKGROUND_STAGES = ("eval_sft", "idm")
+
+    def world_models_beside_background_stages(self, total: int) -> None:
+        """:meth:`world_models` on one share of ``total`` threads while the unfinished
+        :attr:`BACKGROUND_STAGES` run in a child process on the other share
+        (:func:`imagination.background_stage.thread_shares`); then wait for them.
+
+        Which side finishes first depends on the machine: on the 2-core AVX2 machine the world model
+        (about 840 s on one thread) outlasts SFT (about 660 s); on an AVX-512 one SFT (300 s) outlasts
+        it (240 s). So the stages of :attr:`SHARED_BACKGROUND_STAGES` go to whichever side is free
+        first: the child takes them after SFT, the parent the IDM after the world model, each by
+        claiming it (:func:`claim_stage`). Both sides run them on the child's thread count, so their
+        weights do not depend on which side did. The wait for the child counts once, on the first of
+        its stages (``waited_s``; 0 on the others)."""
         from imagination.background_stage import BackgroundStage, last_logged_step, thread_shares
 
         mine, child = thread_shares(total)
-        sft = None
-        if self.done("sft") is None:
-            self._say(f"[stage] sft: in a child process on {child} thread(s), beside the world model on {mine}")
-            sft = BackgroundStage("sft", _sft_in_background, (self.cfg, child), child, self.root / "sft" / "background.json")
+        names = tuple(n for n in self.BACKGROUND_STAGES if self.done(n) is None)
+        claims = self.root / "stages_claimed"
+        shutil.rmtree(claims, ignore_errors=True)  # an interrupted split's claims: its unfinished stages run again
+        claims.mkdir()
+        bg = None
+        if names:
+            self._say(f"[stage] {', '.join(names)}: in a child process on {child} thread(s), beside the world "
+                      f"model on {mine}")
+            bg = BackgroundStage("/".join(names), _stages_in_background, (self.cfg, child, names), child,
+                                 self.root / "background_stages.json")
         torch.set_num_threads(mine)
         try:
             self.world_models()
+            if "idm" in names and claim_stage(self.root, "idm"):  # the child is still busy: take the IDM
+                torch.set_num_threads(child)
+                self._say(f"[stage] idm: here on {child} thread(s), while the child process goes on")
+                self.mark("idm", {**_timed(self.s_idm), "num_threads": child})
         except BaseException:
-            if sft is not None:
-                sft.stop()
+            if bg is not None:
+                bg.stop()
             raise
         finally:
             torch.set_num_threads(total)
-        if sft is None:
-            self._say(f"[skip] sft (done: {self.root / 'stages' / 'sft.json'})")
+        for n in self.BACKGROUND_STAGES:
+            if n not in names:
+                self._say(f"[skip] {n} (done: {self.root / 'stages' / (n + '.json')})")
+        if bg is None:
             return
-        self._say("[stage] sft: waiting for the child process")
-        steps = self.cfg.sft.get("steps")
-        summary = sft.join(last_logged_step(self.root / "sft" / "metrics.jsonl"), steps, show=self.progress)
-        self.mark("sft", {**summary, "background": True, "num_threads": child})
+        left = [n for n in names if self.done(n) is None]
+        self._say(f"[stage] {', '.join(left)}: waiting for the child process")
+        bar = (last_logged_step(self.root / "sft" / "metrics.jsonl"), self.cfg.sft.get("steps")) if "sft" in names else (None, None)
+        report = bg.join(*bar, show=self.progress)
+        waited = report.pop("waited_s")
+        for i, n in enumerate(report):
+            self.mark(n, {**report[n], "background": True, "num_threads": child, "waited_s": waited if i == 0 else 0.0})
 
-    #: stages :meth:`run_only` runs, each with the stages it needs finished first
+    #: stages :meth:`run_only` runs, each with the stages it needs finished first (``rewards`` runs the
+    #: ``idm`` stage first when it is not finished: the two make the run's reward models)
     SINGLE_STAGES = {
         "demos": (),
         "world_model": ("demos",),
         "object_dynamics": ("demos",),
         "sft": ("demos",),
+        "idm": ("demos",),
         "rewards": ("demos", "world_model"),
     }
 
@@ -958,7 +1005,7 @@ class Pipeline:
         on a GPU machine: copy the run folder back, and ``wmrl run`` there goes on from the stages
         finished. A stage whose inputs are not finished yet is a one-line ``ConfigError``."""
         bodies = {"demos": self.s_demos, "world_model": self.s_world_model, "object_dynamics": self.s_object_dynamics,
-                  "sft": self.s_sft, "rewards": self.s_rewards}
+                  "sft": self.s_sft, "idm": self.s_idm, "rewards": self.s_rewards}
         self.check_single_stages(names)
         if self.cfg.num_threads:
             torch.set_num_threads(self.cfg.num_threads)
@@ -976,6 +1023,8 @@ class Pipeline:
                 out[n] = self.stage(n, self.s_demos)
                 self.check_demo_render()
             else:
+                if n == "rewards" and "idm" not in out:
+                    out["idm"] = self.stage("idm", self.s_idm)
                 out[n] = self.stage(n, bodies[n])
         return out
 
@@ -991,13 +1040,13 @@ class Pipeline:
         total = torch.get_num_threads()
         beside = cfg.sft_beside_world_model and total >= 2
         if beside:
-            self.world_models_beside_sft(total)
+            self.world_models_beside_background_stages(total)
         else:
             self.world_models()
+        self.stage("idm", self.s_idm)  # done beside the world model, unless the stages run one after the other
         self.stage("rewards", self.s_rewards)
-        if not beside:
-            self.stage("sft", self.s_sft)
-        self.stage("eval_sft", lambda: self.evaluate(self.policy_after(-1), "sft"))
+        self.stage("sft", self.s_sft)
+        self.stage("eval_sft", self.s_eval_sft)
         rounds = self.cfg.coevolution_config().rounds
         for r in range(rounds + 1):
             self.stage(f"round_{r}", lambda r=r: self.s_round(r))
@@ -1020,10 +1069,34 @@ def _timed(fn) -> dict:
     return out
 
 
-def _sft_in_background(cfg: RunConfig, threads: int) -> dict:
-    """The ``sft`` stage's body, timed, in a child process (:meth:`Pipeline.world_models_beside_sft`)."""
+def claim_stage(root: Path, stage: str) -> bool:
+    """True for the first process to claim ``stage`` of :attr:`Pipeline.SHARED_BACKGROUND_STAGES` in run
+    folder ``root``: it creates ``root/stages_claimed/<stage>`` exclusively, so exactly one of the parent
+    and the background child runs it."""
+    try:
+        os.close(os.open(root / "stages_claimed" / stage, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _stages_in_background(cfg: RunConfig, threads: int, names: tuple[str, ...]) -> dict:
+    """The bodies of stages ``names`` (of :attr:`Pipeline.BACKGROUND_STAGES`), each timed, one after the
+    other in a child process on ``threads`` threads (:meth:`Pipeline.world_models_beside_background_stages`):
+    ``{name: summary}`` of those it ran (a shared stage the parent claimed first is left to it). Only
+    the parent writes their markers."""
     pipe = Pipeline(cfg, progress=False)
-    return _timed(lambda: pipe.train_sft(pipe.root / "sft", num_threads=threads))
+    bodies = {"sft": lambda: pipe.train_sft(pipe.root / "sft", num_threads=threads),
+              "eval_sft": pipe.s_eval_sft, "idm": pipe.s_idm}
+    out = {}
+    for n in names:
+        if n in Pipeline.SHARED_BACKGROUND_STAGES and not claim_stage(pipe.root, n):
+            continue
+        try:
+            out[n] = _timed(bodies[n])
+        except WmrlError as e:  # name the stage that failed (the parent reports the error class)
+            raise type(e)(f"{n}: {e}") from e
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- run folders
@@ -1175,7 +1248,7 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--only", default=None, metavar="STAGE[,STAGE]",
         help=f"run just these stages ({', '.join(Pipeline.SINGLE_STAGES)}), e.g. the world model on a GPU machine; "
-        "a later `wmrl run` on the same folder goes on from them",
+        "rewards runs idm first when it is not finished; a later `wmrl run` on the same folder goes on from them",
     )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. run_dir=runs/x coevolution.rounds=1")
     a = p.parse_args(argv)

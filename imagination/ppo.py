@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from imagination.rollout_buffer import (
     StepCollector,
@@ -24,6 +23,7 @@ from imagination.rollout_buffer import (
     obs_to_torch,
 )
 from imagination.trainer_utils import (
+    RLProgress,
     action_parameters,
     budget_exhausted,
     check_augment,
@@ -189,10 +189,8 @@ def train_ppo(
     start, history = resume_trainer(run, modules, opts)
     if start == 0:  # a resumed run already holds its (trained) std
         set_exploration_std(cfg.exploration_std, policy)
-    bar = tqdm(
-        range(start, cfg.iterations), desc="PPO", disable=not progress, initial=start, total=cfg.iterations
-    )
-    for it in bar:
+    bar = RLProgress("PPO", start, cfg.iterations, history, max_env_steps, progress)
+    for it in range(start, cfg.iterations):
         if budget_exhausted(history, max_env_steps):  # stop before the next iteration would exceed it
             checkpoint_budget_stop(run, it, start, cfg.checkpoint_every, modules, opts, history)
             break
@@ -264,7 +262,8 @@ def train_ppo(
             run.log(it, {log_prefix + k: v for k, v in m.items()})
             if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
                 save_trainer_checkpoint(run, it + 1, modules, opts, history)
-        bar.set_postfix(success=f"{m.get('episode_success', float('nan')):.2f}")
+        bar.advance(m, success=f"{m.get('episode_success', float('nan')):.2f}")
+    bar.close()
     return history
 
 

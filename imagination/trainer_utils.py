@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from wmrl.errors import CheckpointError, ConfigError, WmrlError
 from wmrl.io import atomic_save_safetensors, atomic_torch_save
@@ -257,6 +258,38 @@ def budget_exhausted(history: list[dict[str, float]], max_env_steps: float | Non
     if max_env_steps is None or not history:
         return False
     return sum(h["env_steps"] for h in history) + history[-1]["env_steps"] > max_env_steps
+
+
+class RLProgress:
+    """The progress bar of an RL trainer: its iterations, or under an env-step budget
+    (``max_env_steps``) the env steps spent of that budget, since a budgeted run's iteration count is
+    open-ended (the pipeline sets it to a million) and an iteration bar would show that as its total.
+    Call :meth:`close` after the loop (an error's bar is closed when it is collected)."""
+
+    def __init__(
+        self,
+        desc: str,
+        start: int,
+        iterations: int,
+        history: list[dict[str, Any]],
+        max_env_steps: float | None,
+        enabled: bool,
+    ) -> None:
+        self.budgeted = max_env_steps is not None
+        if self.budgeted:
+            spent = int(sum(h["env_steps"] for h in history))  # a resumed run's earlier iterations
+            self.bar = tqdm(total=int(max_env_steps), initial=spent, desc=f"{desc} (env steps of the budget)",
+                            unit="step", disable=not enabled)
+        else:
+            self.bar = tqdm(total=iterations, initial=start, desc=desc, disable=not enabled)
+
+    def advance(self, metrics: dict[str, Any], **postfix: str) -> None:
+        """One iteration done: its ``metrics["env_steps"]`` (budgeted) or 1 (iterations) more."""
+        self.bar.update(int(metrics["env_steps"]) if self.budgeted else 1)
+        self.bar.set_postfix(**postfix)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def checkpoint_budget_stop(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -548,7 +549,7 @@ def test_run_only_runs_the_named_stages_and_checks_their_inputs(tmp_path, capsys
     rd = tmp_path / "run"
     tiny = ["--config-name", "run_quick", "--no-progress", f"run_dir={rd}", "suite=PushCube-v0",
             "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=4", "world_model_train.videos=0"]
-    with pytest.raises(ConfigError, match=r"--only 'reward': expected one of demos, world_model, object_dynamics, sft, rewards"):
+    with pytest.raises(ConfigError, match=r"--only 'reward': expected one of demos, world_model, object_dynamics, sft, idm, rewards"):
         main([*tiny[:3], "--only", "reward", f"run_dir={tmp_path / 'other'}"])
     assert not (tmp_path / "other").exists()
     with pytest.raises(ConfigError, match=r"--only rewards: stage\(s\) demos, world_model of .* are not finished"):
@@ -878,7 +879,7 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     (tmp_path / "half" / "stages").mkdir(parents=True)
     with pytest.raises(WmrlError, match="not a finished wmrl run"):
         _link_run(tmp_path / "half", tmp_path / "dst")
-    for st in ("demos", "world_model", "rewards", "sft", "eval_sft"):
+    for st in ("demos", "world_model", "idm", "rewards", "sft", "eval_sft"):
         (tmp_path / "half" / "stages" / f"{st}.json").write_text("{}")
     with pytest.raises(WmrlError, match="no integer seed"):  # finished stages but no config.yaml
         run_pair(tmp_path / "half", tmp_path / "dst", [], 10.0, 8, progress=False)
@@ -913,12 +914,24 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     assert retrained_stages(["world_model.state_conditioned_frames=true"]) == ("world_model", "rewards")
     assert retrained_stages(["+world_model_train.steps=10"]) == ("world_model", "rewards")
     assert retrained_stages(["rewards.success_steps=5"]) == ("rewards",)
-    for sub in ("data", "world_model", "rewards", "sft"):
-        (tmp_path / "half" / sub).mkdir()
+    assert retrained_stages(["rewards.success.hidden_dim=64", "rewards.imagined_replays=false"]) == ("rewards",)
+    assert retrained_stages(["rewards.idm_steps=5"]) == ("idm", "rewards")
+    assert retrained_stages(["rewards.batch_size=8", "world_model_train.steps=5"]) == ("world_model", "idm", "rewards")
+    for sub in ("data", "world_model", "rewards/executability", "rewards/success", "sft"):
+        (tmp_path / "half" / sub).mkdir(parents=True)
     link_shared_stages(tmp_path / "half", tmp_path / "var", ("world_model", "rewards"))
     assert (tmp_path / "var" / "data").is_symlink() and (tmp_path / "var" / "sft").is_symlink()
-    assert not (tmp_path / "var" / "world_model").exists() and not (tmp_path / "var" / "rewards").exists()
-    assert sorted(p.stem for p in (tmp_path / "var" / "stages").iterdir()) == ["demos", "eval_sft", "sft"]
+    assert not (tmp_path / "var" / "world_model").exists() and not (tmp_path / "var" / "rewards").is_symlink()
+    # the IDM needs no world model: the variant links it and retrains the success model alone
+    assert (tmp_path / "var" / "rewards" / "executability").is_symlink()
+    assert not (tmp_path / "var" / "rewards" / "success").exists()
+    assert sorted(p.stem for p in (tmp_path / "var" / "stages").iterdir()) == ["demos", "eval_sft", "idm", "sft"]
+    link_shared_stages(tmp_path / "half", tmp_path / "var2")  # nothing retrained: the whole folder is linked
+    assert (tmp_path / "var2" / "rewards").is_symlink() and len(list((tmp_path / "var2" / "stages").iterdir())) == 6
+    (tmp_path / "half" / "stages" / "idm.json").unlink()  # a run from before the IDM had its own stage
+    link_shared_stages(tmp_path / "half", tmp_path / "var3", ("world_model", "rewards"))
+    assert list((tmp_path / "var3" / "rewards").iterdir()) == []  # its rewards stage trained both: both retrain
+    assert sorted(p.stem for p in (tmp_path / "var3" / "stages").iterdir()) == ["demos", "eval_sft", "sft"]
     def pt(budget: float, success: float) -> dict:
         return {"budget_real_env_steps": budget, "rl_success": success, "rl_iterations": int(budget)}
 
@@ -1430,7 +1443,7 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
         "run_quick",
     )
     pipe = Pipeline(cfg, progress=False)
-    for name in ("demos", "world_model", "object_dynamics", "rewards", "sft"):
+    for name in ("demos", "world_model", "object_dynamics", "idm", "rewards", "sft"):
         pipe.stage(name, getattr(pipe, f"s_{name}"))
     fit = pipe.done("object_dynamics")
     assert fit["train_transitions"] > 0 and np.isfinite(fit["arm_one_step_tcp_error_mean_m"])
@@ -1663,10 +1676,11 @@ def test_a_background_stage_killed_without_a_report_fails_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_error(tmp_path):
-    """`sft_beside_world_model` (2 threads: 1 + 1): the background SFT saves the same weights as SFT
-    trained in this process on 1 thread; the world model trains on 1 thread beside it. A failure in the
-    child raises its error class here, keeps the finished stages, and a re-run resumes from them."""
+def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_error(tmp_path, monkeypatch):
+    """`sft_beside_world_model` (2 threads: 1 + 1): the background child runs SFT, then its evaluation
+    and the IDM unless the parent, done with the world model, claimed the IDM first; either way their
+    weights equal those trained in this process on 1 thread. A failure in the child raises its error
+    class here, naming the stage, keeps the finished stages, and a re-run resumes from them."""
     from imagination.pipeline import Pipeline, load_run_config
     from imagination.report import stage_wall_times
     from policies.vla import VLAPolicy
@@ -1679,29 +1693,53 @@ def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_e
     pipe = Pipeline(cfg, progress=False)
     pipe.stage("demos", pipe.s_demos)
     torch.set_num_threads(2)
-    pipe.world_models_beside_sft(2)
+    pipe.world_models_beside_background_stages(2)
     assert torch.get_num_threads() == 2  # given back after the world model
-    sft = pipe.done("sft")
+    sft, ev, idm = pipe.done("sft"), pipe.done("eval_sft"), pipe.done("idm")
     assert sft["background"] is True and sft["num_threads"] == 1 and sft["steps"] == 12 and sft["stage_cpu_s"] > 0
-    assert not (tmp_path / "run" / "stages" / "background.json").exists()  # the child's report is no stage
+    assert ev["background"] is True and ev["waited_s"] == 0.0 and 0 <= ev["success"] <= 1  # after SFT, in the child
+    # 4 world-model steps end long before the child's 12 SFT steps: the parent took the IDM, on 1 thread
+    assert "background" not in idm and idm["num_threads"] == 1 and idm["exec_scale"] > 0
+    assert not list((tmp_path / "run" / "stages").glob("background*"))  # the child's report is no stage
     own, waited, wall = stage_wall_times(tmp_path / "run" / "stages")
-    assert set(own) == {"demos", "world_model", "sft"} and set(waited) == {"sft"}
-    assert wall == pytest.approx(own["demos"] + own["world_model"] + sft["waited_s"])  # SFT ran beside them
+    assert set(own) == {"demos", "world_model", "sft", "eval_sft", "idm"} and set(waited) == {"sft", "eval_sft"}
+    assert wall == pytest.approx(own["demos"] + own["world_model"] + own["idm"] + sft["waited_s"])
     pipe.train_sft(tmp_path / "here", num_threads=1)
     a = VLAPolicy.from_pretrained(tmp_path / "run" / "sft" / "policy").state_dict()
     b = VLAPolicy.from_pretrained(tmp_path / "here" / "policy").state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    idm_file = Path("rewards", "executability", "idm", "model.safetensors")
+    parent_idm = (tmp_path / "run" / idm_file).read_bytes()
+
+    # the world model waits until the child has claimed the IDM: the child trains it, to the same bytes
+    pipe = Pipeline(load_run_config([*base, f"run_dir={tmp_path / 'slow'}"], "run_quick"), progress=False)
+    pipe.stage("demos", pipe.s_demos)
+    world_models = pipe.world_models
+
+    def slow_world_models() -> None:
+        claimed = tmp_path / "slow" / "stages_claimed" / "idm"
+        for _ in range(1200):
+            if claimed.exists():
+                break
+            time.sleep(0.1)
+        world_models()
+
+    monkeypatch.setattr(pipe, "world_models", slow_world_models)
+    pipe.world_models_beside_background_stages(2)
+    idm = pipe.done("idm")
+    assert idm["background"] is True and idm["waited_s"] == 0.0 and idm["num_threads"] == 1
+    assert (tmp_path / "slow" / idm_file).read_bytes() == parent_idm
 
     # a bad value only SFT reads: the child's ConfigError surfaces here; the world model's stage stays done
     bad = load_run_config([*base, f"run_dir={tmp_path / 'bad'}", "sft.max_episodes=999"], "run_quick")
     pipe = Pipeline(bad, progress=False)
     pipe.stage("demos", pipe.s_demos)
-    with pytest.raises(ConfigError, match=r"background sft stage failed: .*max_episodes=999"):
-        pipe.world_models_beside_sft(2)
+    with pytest.raises(ConfigError, match=r"background sft/eval_sft/idm stage failed: sft: .*max_episodes=999"):
+        pipe.world_models_beside_background_stages(2)
     assert pipe.done("sft") is None and pipe.done("world_model") is not None
     marker = (tmp_path / "bad" / "stages" / "world_model.json").read_text()
     fixed = load_run_config([*base, f"run_dir={tmp_path / 'bad'}"], "run_quick")
-    Pipeline(fixed, progress=False).world_models_beside_sft(2)  # resumes: only SFT runs
+    Pipeline(fixed, progress=False).world_models_beside_background_stages(2)  # resumes: only the child's stages run
     assert (tmp_path / "bad" / "stages" / "world_model.json").read_text() == marker
     assert Pipeline(fixed, progress=False).done("sft")["background"] is True
 
@@ -1725,8 +1763,8 @@ def test_a_failing_world_model_stops_the_background_sft(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pipe, "s_world_model", fail)
     with pytest.raises(NonFiniteError, match="step 3"):
-        pipe.world_models_beside_sft(2)
-    assert not [p for p in mp.active_children() if p.name == "wmrl-sft"]
+        pipe.world_models_beside_background_stages(2)
+    assert not [p for p in mp.active_children() if p.name.startswith("wmrl-")]
     assert pipe.done("sft") is None and pipe.done("world_model") is None
     with pytest.raises(ConfigError, match="sft.bogus"):
         load_run_config(["+sft.bogus=1"], "run_quick")

@@ -354,6 +354,29 @@ def test_grpo_budget_stop_resumes_where_it_stopped(tmp_path):
     assert not any(torch.equal(a, b) for a, b in zip(p_ref.parameters(), p_full.parameters(), strict=True))
 
 
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_a_budgeted_run_shows_the_budget_spent_not_its_open_ended_iterations(tmp_path, capsys, algo):
+    """Under an env-step budget the pipeline sets a million iterations; the progress bar counts the
+    env steps spent of the budget instead (a resumed run's bar starts from those already spent)."""
+    desc = algo.upper()
+
+    def train(budget: int) -> list[dict[str, float]]:
+        if algo == "grpo":
+            cfg = GRPOConfig(iterations=1_000_000, group_size=4, max_chunks=4, checkpoint_every=100)
+            return train_grpo(ReachEnv(16), TinyGaussianPolicy(seed=3), cfg, run=run, max_env_steps=budget)
+        cfg = PPOConfig(iterations=1_000_000, num_steps=4, checkpoint_every=100)
+        return train_ppo(ReachEnv(16), TinyGaussianPolicy(seed=3), cfg, run=run, max_env_steps=budget)
+
+    run = RunDir(tmp_path / "run")
+    for budget in (300, 700):
+        hist = train(budget)
+        spent = int(sum(h["env_steps"] for h in hist))
+        last = capsys.readouterr().err.strip().split("\r")[-1]
+        assert 0 < spent <= budget and len(hist) >= 2, (spent, len(hist))
+        assert f"{desc} (env steps of the budget)" in last and f"{spent}/{budget} " in last, last
+        assert "1000000" not in last
+
+
 def test_nan_reward_stops_and_keeps_last_checkpoint(tmp_path):
     run = RunDir(tmp_path / "run")
     cfg = GRPOConfig(iterations=10, group_size=4, max_chunks=3, checkpoint_every=1)
