@@ -975,7 +975,7 @@ class Pipeline:
         if bg is None:
             return
         left = [n for n in names if self.done(n) is None]
-        self._say(f"[stage] {', '.join(left)}: waiting for the child process")
+        self._say(f"[stage] {', '.join(left) or 'nothing left'}: waiting for the child process")
         bar = (last_logged_step(self.root / "sft" / "metrics.jsonl"), self.cfg.sft.get("steps")) if "sft" in names else (None, None)
         report = bg.join(*bar, show=self.progress)
         waited = report.pop("waited_s")

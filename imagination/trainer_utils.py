@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import random
 import warnings
 from collections.abc import Callable, Iterator
@@ -275,7 +276,7 @@ class RLProgress:
         max_env_steps: float | None,
         enabled: bool,
     ) -> None:
-        self.budgeted = max_env_steps is not None
+        self.budgeted = max_env_steps is not None and math.isfinite(max_env_steps)
         if self.budgeted:
             spent = int(sum(h["env_steps"] for h in history))  # a resumed run's earlier iterations
             self.bar = tqdm(total=int(max_env_steps), initial=spent, desc=f"{desc} (env steps of the budget)",
