@@ -947,11 +947,11 @@ class Pipeline:
 
         mine, child = thread_shares(total)
         names = tuple(n for n in self.BACKGROUND_STAGES if self.done(n) is None)
-        claims = self.root / "stages_claimed"
-        shutil.rmtree(claims, ignore_errors=True)  # an interrupted split's claims: its unfinished stages run again
-        claims.mkdir()
         bg = None
         if names:
+            claims = self.root / "stages_claimed"
+            shutil.rmtree(claims, ignore_errors=True)  # an interrupted split's claims: its unfinished stages run again
+            claims.mkdir()
             self._say(f"[stage] {', '.join(names)}: in a child process on {child} thread(s), beside the world "
                       f"model on {mine}")
             bg = BackgroundStage("/".join(names), _stages_in_background, (self.cfg, child, names), child,
