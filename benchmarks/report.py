@@ -73,6 +73,17 @@ def _pool(d: dict, name: str = "pool64", k: int = 8) -> str:
     return f"{_variant(d, name)}; on the pool's starts, sampled: {_fmt(first)} -> {_fmt(last)}"
 
 
+def _fixed_starts(d: dict, field: str = "pool") -> str:
+    """benchmarks.fixed_starts: SFT -> each arm (its paired difference from SFT +- s.e.), on the pool or held out."""
+    succ, diff = d.get(f"{field}_success") or {}, d.get(f"{field}_vs_sft") or {}
+    if "sft" not in succ:
+        return "not run"
+    arms = [a for a in ("im_t0", "im_kir", "real_pool") if a in diff]
+    return f"{_fmt(succ['sft'])} -> " + " / ".join(
+        f"{_fmt(succ[a])} ({diff[a]['diff']:+.3f} +- {diff[a]['se']:.3f})" for a in arms
+    )
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -537,6 +548,14 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("real_rl_pool.json", "same benchmark, GRPO cycling a fixed pool of 64 starts (rl.start_pool=64, each seen every 8 "
      "iterations): held-out success; sampled success on the pool's starts, first vs last 8 iterations",
      _pool, ""),
+    ("fixed_starts.json", "LIBERO's protocol (benchmarks.fixed_starts): GRPO cycles a fixed pool of 96 starts per "
+     "seed (16 per task), 64 iterations, and is scored on the same starts (mean action): SFT -> RL in imagination "
+     "from their frame 0 / from keyframes of SFT's real episodes there / real GRPO on the pool (paired +- s.e.)",
+     _fixed_starts, ">= +0.30"),
+    ("fixed_starts.json", "same policies on the runs' 600 held-out starts",
+     lambda d: _fixed_starts(d, "held_out"), ""),
+    ("fixed_starts_it16.json", "same, 16 iterations of each RL arm (the runs' own): on the pool / held out",
+     lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "

@@ -36,11 +36,12 @@ def record_rollouts(
     chunk_fn: ChunkFn,
     num_episodes: int,
     chunk_size: int,
-    seed: int | None = None,
+    seed: int | list[int] | None = None,
     fps: int = 20,
     successes_only: bool = False,
     max_finished: int | None = None,
     provenance: bool = False,
+    first_episodes_only: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """Run ``chunk_fn`` open-loop per chunk in a SAME_STEP single-action vector env and keep the
     first ``num_episodes`` finished episodes in memory.
@@ -57,6 +58,10 @@ def record_rollouts(
             sub-env's 0-based episode count) and ``stats["kept_from"]`` ``(sub_env, ordinal)`` for each
             kept episode, in the trajectories' order. Sub-envs reset with equal seeds start their k-th
             episodes alike (per-sub-env start generators), so this groups samples of one start.
+        first_episodes_only: keep each sub-env's first episode alone, in sub-env order, and stop once
+            every sub-env has finished it (``num_episodes`` must then equal ``env.num_envs``); a seed
+            list then plays one given start per sub-env, e.g. a fixed pool of starts. ``env_steps``
+            still counts every step taken, ``first_episode_steps`` those of the kept episodes.
     Returns:
         ``(wmrl.data.Trajectories, stats)`` (None instead of the trajectories when ``successes_only``
         found no success within ``max_finished`` episodes; with ``env_states`` when the env has
@@ -72,6 +77,11 @@ def record_rollouts(
     if max_finished is not None and max_finished < 1:
         raise WmrlError(f"max_finished={max_finished} must be >= 1 or None")
     n = env.num_envs
+    if first_episodes_only and (num_episodes != n or successes_only or max_finished is not None):
+        raise WmrlError(
+            f"first_episodes_only keeps one episode per sub-env: num_episodes={num_episodes} must equal "
+            f"num_envs={n}, without successes_only or max_finished"
+        )
     obs, info = env.reset(seed=seed)
     queue = np.zeros((n, chunk_size, env.single_action_space.shape[0]), np.float32)
     qpos = np.full(n, chunk_size)
@@ -116,7 +126,11 @@ def record_rollouts(
             if es is not None:
                 b.setdefault("env_state", []).append(es[i])
             b["instruction"], b["task_id"] = instr[i], tasks[i]
-            if te[i] or tr[i]:
+            if (te[i] or tr[i]) and first_episodes_only and ordinal[i] > 0:
+                ordinal[i] += 1  # a later episode of a sub-env already kept: played, not kept
+                bufs[i] = {}
+                qpos[i] = chunk_size
+            elif te[i] or tr[i]:
                 ok = any(b["success"])
                 within = max_finished is None or finished < max_finished
                 if within:
@@ -129,6 +143,9 @@ def record_rollouts(
                 bufs[i] = {}
                 qpos[i] = chunk_size  # re-plan at the new episode's start
         obs = nobs
+    if first_episodes_only:  # in sub-env order (they finished in any order)
+        order = np.argsort([i for i, _ in kept_from], kind="stable")
+        episodes, kept_from = [episodes[j] for j in order], [kept_from[j] for j in order]
     origin = {"finished_from": finished_from, "kept_from": kept_from} if provenance else {}
     if not episodes:  # successes_only, and no success within max_finished
         return None, {"episodes": 0.0, "success_rate": 0.0, "env_steps": float(steps), "finished": float(finished),
@@ -161,6 +178,8 @@ def record_rollouts(
         "finished_success_rate": finished_ok / max(finished, 1),
         **origin,
     }
+    if first_episodes_only:
+        stats["first_episode_steps"] = float(len(traj.images))
     return traj, stats
 
 

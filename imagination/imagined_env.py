@@ -226,6 +226,21 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
         self._env_state = np.zeros((n, e_full), np.float32)
         self._ctx = None
         self.imagined_steps = 0  # world-model steps taken (single actions)
+        self.pinned_starts: dict[int, int] = {}  # reset seed -> keyframe episode (see pin_starts)
+
+    def pin_starts(self, seed_to_episode: dict[int, int]) -> None:
+        """Fixed starts, as LIBERO's fixed initial states: a reset with a seed in ``seed_to_episode``
+        starts from a keyframe of that episode of ``keyframes`` (drawn by the keyframe strategy from
+        the seed, so equal seeds start alike: its frame 0 under ``start``), not from a keyframe of
+        any episode. Other seeds, and resets without a seed (autoresets), draw as before.
+        An episode outside the sampler's tasks is a DatasetError here, before any reset."""
+        for seed, episode in seed_to_episode.items():
+            if int(episode) not in self.sampler.episode_rows:
+                raise DatasetError(
+                    f"pinned start seed {seed} names keyframe episode {episode}; the keyframes hold "
+                    f"{len(self.sampler.episode_rows)} episodes of tasks {self.sampler.task_names}"
+                )
+        self.pinned_starts = {int(k): int(v) for k, v in seed_to_episode.items()}
 
     # ------------------------------------------------------------------ reset
     def _reset_rows(self, mask: np.ndarray, seeds: list[int | None]) -> None:
@@ -234,9 +249,11 @@ class ImaginedVectorEnv(gym.vector.VectorEnv):
             return
         frames, states = [], []
         for i in idx:
+            pinned = None
             if seeds[i] is not None:
                 self._rngs[i] = np.random.default_rng(int(seeds[i]))
-            row = self.sampler.sample(self._rngs[i])
+                pinned = self.pinned_starts.get(int(seeds[i]))
+            row = self.sampler.sample(self._rngs[i], pinned)
             f, s = self.sampler.context(row, self._kf_states)
             frames.append(f)
             states.append(s)

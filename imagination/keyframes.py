@@ -84,8 +84,9 @@ class KeyframeSampler:
         ep_success = np.asarray(traj.episode_success)
         succ = np.asarray(traj.successes, bool)
         self.fallback = False
-        # per task: list of (episode, candidate rows, failure rows)
+        # per task: list of (episode, candidate rows, failure rows); per episode: its two row sets
         self.tasks: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+        self.episode_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for e, (s, t) in enumerate(bounds):
             if ep_tasks[e] not in want:
                 continue
@@ -98,6 +99,7 @@ class KeyframeSampler:
                 else np.zeros(0, int)
             )
             self.tasks.setdefault(ep_tasks[e], []).append((e, rows, fail))
+            self.episode_rows[e] = (rows, fail)
         self.task_names = sorted(self.tasks)
         self._row_start = np.repeat(
             bounds[:, 0], bounds[:, 1] - bounds[:, 0]
@@ -116,8 +118,20 @@ class KeyframeSampler:
             return np.arange(first, last + 1)
         return np.arange(s, last + 1)
 
-    def sample(self, rng: np.random.Generator) -> int:
-        """One keyframe row (index into ``traj``)."""
+    def sample(self, rng: np.random.Generator, episode: int | None = None) -> int:
+        """One keyframe row (index into ``traj``); with ``episode``, a row of that episode of ``traj``
+        drawn by the strategy (its frame 0 under ``start``; its failure window, with probability
+        ``failure_mix``, under ``near_failure`` when it failed)."""
+        if episode is not None:
+            if episode not in self.episode_rows:
+                raise DatasetError(
+                    f"keyframe episode {episode} is not among the {len(self.episode_rows)} episodes of the "
+                    f"sampler's tasks (episode indices 0..{len(self.traj.episode_bounds) - 1})"
+                )
+            rows, fail = self.episode_rows[episode]
+            if self.config.strategy == "near_failure" and len(fail) and rng.random() < self.config.failure_mix:
+                return int(fail[int(rng.integers(len(fail)))])
+            return int(rows[int(rng.integers(len(rows)))])
         task = self.task_names[int(rng.integers(len(self.task_names)))]
         eps = self.tasks[task]
         c = self.config

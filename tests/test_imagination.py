@@ -120,6 +120,38 @@ def test_record_rollouts_provenance_groups_samples_of_one_start():
     )  # a sub-env's next episode starts elsewhere
 
 
+def test_first_episodes_only_plays_one_given_start_per_sub_env_in_order():
+    """A fixed pool of starts: sub-env i plays the start of seed i once, kept in sub-env order."""
+    import envs
+
+    seeds = [101, 202, 303, 404]
+
+    def play(seed_list):
+        env = envs.make_vec("PushCube-v0", len(seed_list), image_size=SIZE, autoreset_mode="same_step", seed=0)
+        expert = envs.make_expert(env, noise=0.5, seed=0)
+        try:
+            return record_rollouts(env, lambda obs, instr: expert.act()[:, None], len(seed_list), 1,
+                                   seed=seed_list, first_episodes_only=True, provenance=True)
+        finally:
+            env.close()
+
+    traj, st = play(seeds)
+    assert traj.num_episodes == 4 and st["kept_from"] == [(i, 0) for i in range(4)]
+    assert st["first_episode_steps"] == traj.num_frames <= st["env_steps"]
+    first = traj.episode_bounds[:, 0]
+    for i, s in enumerate(seeds):  # each episode starts where a lone reset with its seed starts
+        alone, _ = play([s])
+        np.testing.assert_array_equal(traj.env_states[first[i]], alone.env_states[0])
+        np.testing.assert_array_equal(traj.images[first[i]], alone.images[0])
+    with pytest.raises(WmrlError, match="num_episodes=3 must equal num_envs=4"):
+        env = envs.make_vec("PushCube-v0", 4, image_size=SIZE, autoreset_mode="same_step", seed=0)
+        try:
+            record_rollouts(env, lambda obs, instr: np.zeros((len(instr), 1, 7), np.float32), 3, 1,
+                            first_episodes_only=True)
+        finally:
+            env.close()
+
+
 def test_hard_start_successes_keeps_one_per_mostly_failed_start():
     from benchmarks.self_imitation import hard_start_successes
 
@@ -388,6 +420,32 @@ def test_keyframe_strategies(data):
     assert frames.shape == (2, SIZE, SIZE, 3) and np.array_equal(frames[0], frames[1])
     with pytest.raises(ConfigError, match="strategy='sideways'"):
         KeyframeConfig("sideways")
+
+
+def test_pinned_starts_start_each_seed_from_its_own_episode(wm, data):
+    """LIBERO-style fixed starts: a pinned seed starts from its episode (frame 0 under ``start``, a
+    keyframe inside it otherwise); other seeds and autoresets draw as before."""
+    first = data.episode_bounds[:, 0]
+    env = make_env(wm, data, keyframe_strategy="start")
+    env.pin_starts({1000 + e: e for e in range(data.num_episodes)})
+    seeds = [1000 + 5] * 4 + [1000 + 2] * 4
+    env.reset(seed=seeds)
+    assert list(env.keyframe_rows) == [first[5]] * 4 + [first[2]] * 4
+    env.reset(seed=[7] * 8)  # not pinned: a keyframe of any episode, alike within the group
+    assert len(set(env.keyframe_rows.tolist())) == 1
+    uni = make_env(wm, data, keyframe_strategy="uniform")
+    uni.pin_starts({3: 4})
+    rows = set()
+    for _ in range(12):
+        uni.reset(seed=[3] * 8)
+        assert len(set(uni.keyframe_rows.tolist())) == 1  # one seed: one keyframe, every time
+        rows.add(int(uni.keyframe_rows[0]))
+    assert rows == {int(uni.keyframe_rows[0])}
+    assert all(data.episode_index[r] == 4 for r in rows)
+    draws = {KeyframeSampler(data, 2).sample(np.random.default_rng(s), episode=4) for s in range(40)}
+    assert len(draws) > 3 and all(data.episode_index[r] == 4 for r in draws)
+    with pytest.raises(DatasetError, match="pinned start seed 9 names keyframe episode 99"):
+        env.pin_starts({9: 99})
 
 
 def test_bad_inputs(wm, data):

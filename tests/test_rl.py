@@ -904,6 +904,33 @@ def test_start_pool_cycles_a_fixed_set_of_group_starts():
         GRPOConfig(start_pool=-1)
 
 
+def test_the_fixed_start_pool_is_the_one_real_grpo_with_start_pool_trains_on():
+    """benchmarks.fixed_starts scores policies on pool start x = (task x % T, seed rl.seed * 1_000_003 + x):
+    every (task, seed) that real GRPO with rl.start_pool=P resets its groups to is one of those, and
+    all P come up."""
+    import envs
+    from benchmarks.fixed_starts import pool_starts
+    from envs.wrappers import ActionChunkWrapper
+    from imagination.pipeline import rl_task_layout
+
+    tasks = ["PushCube-v0", "LiftCube-v0"]
+    layout = rl_task_layout(tasks, 8, 4)
+    env = ActionChunkWrapper(
+        envs.make_vec(layout, 8, image_size=32, autoreset_mode="same_step", seed=0), 2, frames="chunk_end"
+    )
+    resets: list[list[int]] = []
+    reset = env.reset
+    env.reset = lambda **kw: (resets.append(list(kw["seed"])), reset(**kw))[1]
+    try:
+        train_grpo(env, TinyGaussianPolicy(state_dim=env.single_observation_space["state"].shape[0]),
+                   GRPOConfig(iterations=3, group_size=4, max_chunks=1, start_pool=4, seed=7), progress=False)
+    finally:
+        env.close()
+    task_ids, seeds = pool_starts(tasks, 2, 7)
+    used = {(layout[i], s) for r in resets for i, s in enumerate(r)}
+    assert used == set(zip(task_ids, seeds, strict=True)) and len(resets) == 3
+
+
 class _FrameSpy(TinyGaussianPolicy):
     """Records the frames the policy acts on and the frames the RL update scores it on."""
 

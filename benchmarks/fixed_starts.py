@@ -1,0 +1,382 @@
+"""Fixed starts (LIBERO's protocol): RL that trains on, and is scored on, one fixed pool of starts.
+
+Usage::
+
+    python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
+        [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--jobs 2]
+        [--work runs/fixed_starts] --out FILE.json
+    python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
+
+LIBERO scores each task on 50 fixed initial states, and RL for VLAs on LIBERO (SimpleVLA-RL; WoVR's
+39.9% -> 69.2%) trains from those same states. The main job's protocol is stricter: RL draws new
+starts every iteration and is scored on 600 starts it never saw. This benchmark runs the other
+protocol beside it, on finished ``wmrl run`` folders (read only; their round-0 world model, success
+model, IDM and SFT policy):
+
+* **The pool.** ``P = starts_per_task x tasks`` real starts. Start ``x`` is task ``tasks[x % T]``
+  in the scene of seed ``s * 1_000_003 + x``, where ``s`` is the run's real-RL seed
+  (``seed * 100 + 999``): the starts real GRPO with ``rl.start_pool=P`` trains on (its group slot
+  ``g`` keeps task ``g`` and the starts ``x = g (mod groups)``).
+* **SFT on the pool.** The SFT policy's mean action from every start, recorded (frames, proprio and
+  environment states): its pool score, and the real trajectories imagination starts from.
+* **Imagination arms.** GRPO in the run's world (its calibrated imagination config and gate) with
+  ``rl.start_pool=P``; the group of start ``x`` starts from SFT's real episode from start ``x``
+  (``ImaginedVectorEnv.pin_starts``). ``im_t0``: from its frame 0, for a full episode (the start
+  the pool is scored on). ``im_kir``: from a keyframe inside it (the run's strategy and horizon).
+  Real env steps: only the SFT pool episodes'.
+* **Real arm.** ``real_pool``: GRPO in the real simulator with ``rl.start_pool=P``.
+* **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
+  held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
+  pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
+
+Each run writes ``--work/<run key>/`` (the arms' RL folders, policies, a ``result.json``); a
+re-run resumes its arms' RL from their checkpoints and skips finished runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks._stats import run_keys
+
+SEED_STRIDE = 1_000_003  # imagination.grpo: a group's seed is rl.seed * SEED_STRIDE + its start index
+ARMS = ("im_t0", "im_kir", "real_pool")
+
+
+def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
+    """The pool's task id and reset seed per start ``x`` (``P = starts_per_task * len(tasks)``)."""
+    p = starts_per_task * len(tasks)
+    return [tasks[x % len(tasks)] for x in range(p)], [rl_seed * SEED_STRIDE + x for x in range(p)]
+
+
+def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
+    """``policy``'s mean action from every pool start, one sub-env per start: ``(Trajectories, stats)``
+    with the episodes in start order (``traj.episode_success`` is the per-start outcome)."""
+    import envs
+    from imagination.coevolution import policy_chunk_fn, record_rollouts
+
+    env = envs.make_vec(task_ids, len(task_ids), autoreset_mode="same_step", **env_kwargs)
+    try:
+        traj, st = record_rollouts(
+            env,
+            policy_chunk_fn(policy, deterministic=True),
+            len(task_ids),
+            policy.chunk_size,
+            seed=list(seeds),
+            first_episodes_only=True,
+        )
+    finally:
+        env.close()
+    return traj, st
+
+
+def _grpo_config(cfg: Any, **changes: Any) -> Any:
+    from wmrl.errors import ConfigError
+
+    algo, rcfg = cfg.rl_config()
+    if algo != "grpo":
+        raise ConfigError(f"rl.algo={algo!r}: the fixed-start protocol cycles GRPO's start pool; expected grpo")
+    return dataclasses.replace(rcfg, **changes)
+
+
+def _train(env: Any, policy: Any, rcfg: Any, out: Path, progress: bool) -> list[dict]:
+    """GRPO from ``policy`` (in place) in ``out/rl`` (resumable); saves ``out/policy``."""
+    import copy
+
+    from imagination.grpo import train_grpo
+    from wmrl.runs import RunDir
+
+    ref = copy.deepcopy(policy).requires_grad_(False) if rcfg.kl_coef > 0 else None
+    run = RunDir(out / "rl", {"algo": "grpo", **dataclasses.asdict(rcfg)})
+    hist = train_grpo(env, policy, rcfg, run=run, ref_policy=ref, progress=progress)
+    policy.save_pretrained(out / "policy")
+    return hist
+
+
+def imagination_arm(
+    src: Path, cfg: Any, keyframes: Any, strategy: str | None, starts: int, iterations: int, out: Path, progress: bool
+) -> list[dict]:
+    """GRPO in ``src``'s round-0 world from the pinned pool episodes ``keyframes`` (episode ``x`` =
+    start ``x``): ``strategy='start'`` from frame 0 for a full episode; None: the run's keyframe
+    strategy and horizon."""
+    import envs
+    from imagination.imagined_env import ImaginedVectorEnv
+    from imagination.keyframes import KeyframeConfig
+    from imagination.pipeline import calibrated_imagination_config, round_models, round_object_dynamics
+    from policies import load_policy
+
+    tasks = envs.resolve_tasks(cfg.suite)
+    od = round_object_dynamics(src, 0) if cfg.object_dynamics_config() else None
+    wm, sm, exe = round_models(src, 0, od)
+    icfg = calibrated_imagination_config(src, cfg)
+    policy = load_policy(src / "sft" / "policy")
+    if strategy is not None:
+        full = envs.full_episode_chunks(tasks, policy.chunk_size)
+        icfg = dataclasses.replace(
+            icfg, keyframes=KeyframeConfig(**{**icfg.keyframes.__dict__, "strategy": strategy}), horizon=full
+        )
+    rcfg = _grpo_config(cfg, seed=cfg.seed * 100, start_pool=starts, iterations=iterations, max_chunks=icfg.horizon)
+    env = ImaginedVectorEnv(wm, keyframes, success_model=sm, exec_reward=exe, task_ids=tasks, config=icfg, seed=cfg.seed)
+    env.pin_starts({rcfg.seed * SEED_STRIDE + x: x for x in range(starts)})
+    hist = _train(env, policy, rcfg, out, progress)
+    return hist
+
+
+def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progress: bool) -> list[dict]:
+    """GRPO in the real simulator on the pool (the run's real-RL layout, seed and reward)."""
+    import envs
+    from envs.wrappers import ActionChunkWrapper
+    from imagination.pipeline import rl_task_layout
+    from policies import load_policy
+
+    tasks = envs.resolve_tasks(cfg.suite)
+    policy = load_policy(src / "sft" / "policy")
+    full = envs.full_episode_chunks(tasks, policy.chunk_size)
+    rcfg = _grpo_config(cfg, seed=cfg.seed * 100 + 999, start_pool=starts, iterations=iterations, max_chunks=full)
+    per_env = rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size)
+    dense = {"reward_type": "dense"} if cfg.real_rl_reward == "dense" else {}
+    kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
+    real = envs.make_vec(per_env, len(per_env), **kwargs, **dense, autoreset_mode="same_step", seed=cfg.seed + 999)
+    env = ActionChunkWrapper(real, policy.chunk_size, frames="chunk_end")
+    try:
+        return _train(env, policy, rcfg, out, progress)
+    finally:
+        env.close()
+
+
+def _check_pool(cfg: Any, starts: int) -> None:
+    from wmrl.errors import ConfigError
+
+    rcfg = _grpo_config(cfg)
+    groups = {
+        "imagination": cfg.imagination_config().num_envs // rcfg.group_size,
+        "real RL": cfg.real_rl_num_envs // rcfg.group_size,
+    }
+    need = math.lcm(*groups.values())
+    if starts % need:
+        raise ConfigError(
+            f"a pool of {starts} starts: every group slot must keep its own starts, so the pool must be a "
+            f"multiple of {need} (groups per iteration: {groups}); change --starts-per-task"
+        )
+
+
+def _held_out(policy: Any, cfg: Any) -> dict[str, Any]:
+    from benchmarks.policy_eval import evaluate_policy
+
+    e = cfg.eval
+    res = evaluate_policy(
+        policy, cfg.suite, e.episodes_per_task, seed=e.seed, num_envs=e.num_envs, render=cfg.render.env_kwargs()
+    )
+    return {
+        "success": float(res["mean_success"]),
+        "per_task": {t: float(v["success_rate"]) for t, v in res["tasks"].items()},
+        "outcomes": {t: "".join(str(int(x)) for x in v["outcomes"]) for t, v in res["tasks"].items()},
+    }
+
+
+def _stage_eval(src: Path, stage: str) -> dict[str, Any] | None:
+    f = src / "stages" / f"{stage}.json"
+    if not f.exists():
+        return None
+    d = json.loads(f.read_text())
+    ev = d.get("eval", d)
+    return {"success": float(ev["success"]), "per_task": ev.get("per_task", {}), "outcomes": ev.get("outcomes", {})}
+
+
+def run_one(
+    src: Path,
+    work: Path,
+    starts_per_task: int,
+    iterations: int,
+    real_iterations: int,
+    held_out: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists)."""
+    import envs
+    from imagination.pipeline import run_config_of
+    from policies import load_policy
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    done = work / "result.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    t0 = time.perf_counter()
+    cfg = run_config_of(src)
+    tasks = envs.resolve_tasks(cfg.suite)
+    starts = starts_per_task * len(tasks)
+    _check_pool(cfg, starts)
+    for need in ("sft/policy", "world_model/model", "rewards/success", "rewards/executability"):
+        if not (src / need).exists():
+            raise WmrlError(f"{src / need} not found; expected a finished wmrl run folder (run `wmrl run` first)")
+    work.mkdir(parents=True, exist_ok=True)
+    env_kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
+    task_ids, seeds = pool_starts(tasks, starts_per_task, cfg.seed * 100 + 999)
+    sft = load_policy(src / "sft" / "policy")
+    keyframes, sft_stats = play_pool(sft, task_ids, seeds, env_kwargs)
+
+    policies: dict[str, Path] = {"sft": src / "sft" / "policy"}
+    for name in ("round_0", "real_rl"):
+        if (src / name / "policy").exists():
+            policies[name] = src / name / "policy"
+    arms: dict[str, Any] = {}
+    for arm in ARMS:
+        out = work / arm
+        t_arm = time.perf_counter()
+        if arm == "real_pool":
+            hist = real_arm(src, cfg, starts, real_iterations, out, progress)
+        else:
+            strategy = "start" if arm == "im_t0" else None
+            hist = imagination_arm(src, cfg, keyframes, strategy, starts, iterations, out, progress)
+        policies[arm] = out / "policy"
+        arms[arm] = {
+            "rl_iterations": len(hist),
+            "policy_updates": int(sum(1 for h in hist if not h.get("update_skipped"))),
+            "train_env_steps": float(sum(h.get("env_steps", 0.0) for h in hist)),
+            "train_success_by_iteration": [float(h.get("success_rate", np.nan)) for h in hist],
+            "valid_frac_mean": float(np.mean([h.get("valid_frac", 1.0) for h in hist])) if hist else float("nan"),
+            "rl_time_s": time.perf_counter() - t_arm,
+        }
+    pool_outcomes: dict[str, list[int]] = {"sft": [int(x) for x in keyframes.episode_success]}
+    held: dict[str, Any] = {}
+    for name, folder in policies.items():
+        if name != "sft":
+            traj, _ = play_pool(load_policy(folder), task_ids, seeds, env_kwargs)
+            pool_outcomes[name] = [int(x) for x in traj.episode_success]
+        if held_out:
+            stage = {"sft": "eval_sft", "round_0": "round_0", "real_rl": "real_rl"}.get(name)
+            held[name] = (_stage_eval(src, stage) if stage else None) or _held_out(load_policy(folder), cfg)
+    res = {
+        "run": str(src),
+        "seed": int(cfg.seed),
+        "starts": starts,
+        "pool_task_ids": task_ids,
+        "pool_seeds": seeds,
+        "pool_success": {k: float(np.mean(v)) for k, v in pool_outcomes.items()},
+        "pool_outcomes": {k: "".join(map(str, v)) for k, v in pool_outcomes.items()},
+        "held_out_success": {k: v["success"] for k, v in held.items()},
+        "held_out": held,
+        "arms": arms,
+        "real_env_steps": {
+            "sft_pool_episodes": float(sft_stats["first_episode_steps"]),
+            "real_pool": arms["real_pool"]["train_env_steps"],
+        },
+        "iterations": iterations,
+        "real_iterations": real_iterations,
+        "wall_time_s": time.perf_counter() - t0,
+    }
+    atomic_write_json(done, res)
+    return res
+
+
+def _paired(per_run: list[dict[str, Any]], field: str, a: str, b: str) -> dict[str, float]:
+    """Mean over runs of ``b - a`` and the standard error of the per-episode paired differences."""
+    if field == "pool_outcomes":
+        diffs = [np.array(list(r[field][b]), int) - np.array(list(r[field][a]), int) for r in per_run]
+    else:
+        diffs = [
+            np.array(list("".join(r["held_out"][b]["outcomes"][t] for t in sorted(r["held_out"][b]["outcomes"]))), int)
+            - np.array(list("".join(r["held_out"][a]["outcomes"][t] for t in sorted(r["held_out"][a]["outcomes"]))), int)
+            for r in per_run
+        ]
+    d = np.concatenate(diffs).astype(float)
+    return {"diff": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan"),
+            "episodes": int(len(d))}
+
+
+def summarize(per_run: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over runs, and each policy's paired difference from SFT on the pool and held out."""
+    names = list(per_run[0]["pool_success"])
+    out: dict[str, Any] = {"pool_success": {}, "pool_vs_sft": {}, "held_out_success": {}, "held_out_vs_sft": {}}
+    for n in names:
+        if all(n in r["pool_success"] for r in per_run):
+            out["pool_success"][n] = float(np.mean([r["pool_success"][n] for r in per_run]))
+            if n != "sft":
+                out["pool_vs_sft"][n] = _paired(per_run, "pool_outcomes", "sft", n)
+        if all(n in r["held_out"] and r["held_out"][n].get("outcomes") for r in per_run):
+            out["held_out_success"][n] = float(np.mean([r["held_out"][n]["success"] for r in per_run]))
+            if n != "sft":
+                out["held_out_vs_sft"][n] = _paired(per_run, "held_out", "sft", n)
+    return out
+
+
+def _one(*args: Any, progress: bool, config_name: str) -> dict[str, Any]:
+    """:func:`run_one` for ``benchmarks.real_rl.run_pairs`` (the run's own config; ``config_name`` unused)."""
+    return run_one(*args, progress=progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", nargs="+", type=Path, default=None,
+                   help="finished wmrl run folders, one per seed (default runs/imagination_lift/seed_{0,1,2}; "
+                   "quick: runs/imagination_lift_quick/seed_0)")
+    p.add_argument("--starts-per-task", type=int, default=None, help="pool starts per task (default 8, quick 2; LIBERO: 50)")
+    p.add_argument("--iterations", type=int, default=None, help="GRPO iterations in imagination (default: the run's)")
+    p.add_argument("--real-iterations", type=int, default=None, help="real GRPO iterations (default: the run's)")
+    p.add_argument("--no-held-out", action="store_true", help="score on the pool only")
+    p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
+    p.add_argument("--quick", action="store_true",
+                   help="2 starts per task, 2 iterations of each arm, no held-out scores (CI smoke; quick runs)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args(argv)
+    import torch
+
+    from benchmarks._stats import machine_info
+    from benchmarks.real_rl import run_pairs
+    from imagination.pipeline import run_config_of
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    torch.set_num_threads(1)
+    a.starts_per_task = a.starts_per_task or (2 if a.quick else 8)
+    if a.starts_per_task < 1:
+        raise WmrlError(f"--starts-per-task {a.starts_per_task} must be >= 1")
+    if a.runs is None:
+        a.runs = ([Path("runs/imagination_lift_quick/seed_0")] if a.quick
+                  else [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)])
+    work = a.work or Path("runs/fixed_starts_quick" if a.quick else "runs/fixed_starts")
+    t0 = time.perf_counter()
+    keys = run_keys(a.runs)
+    jobs: dict[str, tuple] = {}
+    for src, key in zip(a.runs, keys, strict=True):
+        cfg = run_config_of(src)
+        its = 2 if a.quick else (a.iterations or _grpo_config(cfg).iterations)
+        real_its = 2 if a.quick else (a.real_iterations or _grpo_config(cfg).iterations)
+        if its < 1 or real_its < 1:
+            raise WmrlError(f"--iterations {its} and --real-iterations {real_its} must be >= 1")
+        jobs[key] = (src, work / key, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick))
+    results: dict[str, dict] = {}
+    run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
+              lambda key, r: results.__setitem__(key, r))
+    per_run = [results[k] for k in keys]
+    res = {
+        **summarize(per_run),
+        "runs": {k: results[k] for k in keys},
+        "starts_per_task": a.starts_per_task,
+        "quick": bool(a.quick),
+        "jobs": a.jobs,
+        "wall_time_s": time.perf_counter() - t0,
+        "machine": machine_info(),
+    }
+    atomic_write_json(a.out, res)
+    for n, v in res["pool_success"].items():
+        d = res["pool_vs_sft"].get(n)
+        h = res["held_out_success"].get(n)
+        print(f"{n:10s} pool {v:.3f}" + (f" ({d['diff']:+.3f} +- {d['se']:.3f})" if d else "")
+              + (f"  held-out {h:.3f}" if h is not None else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
