@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
-        [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--jobs 2]
+        [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -15,7 +15,7 @@ model, IDM and SFT policy):
 
 * **The pool.** ``P = starts_per_task x tasks`` real starts. Start ``x`` is task ``tasks[x % T]``
   in the scene of seed ``s * 1_000_003 + x``, where ``s`` is the run's real-RL seed
-  (``seed * 100 + 999``): the starts real GRPO with ``rl.start_pool=P`` trains on (its group slot
+  (``seed * 100 + 999``, plus ``1000 N`` with ``--rl-seed N``): the starts real GRPO with ``rl.start_pool=P`` trains on (its group slot
   ``g`` keeps task ``g`` and the starts ``x = g (mod groups)``).
 * **SFT on the pool.** The SFT policy's mean action from every start, recorded (frames, proprio and
   environment states): its pool score, and the real trajectories imagination starts from.
@@ -101,8 +101,15 @@ def _train(env: Any, policy: Any, rcfg: Any, out: Path, progress: bool) -> list[
     return hist
 
 
+def rl_seeds(cfg: Any, rl_seed: int) -> tuple[int, int]:
+    """GRPO seeds ``(in imagination, in the real simulator)`` of a run: the main job's round 0 and real-RL
+    baseline's for ``rl_seed`` 0, an independent repeat (other pool, starts and noise) for N > 0."""
+    return cfg.seed * 100 + 1000 * rl_seed, cfg.seed * 100 + 999 + 1000 * rl_seed
+
+
 def imagination_arm(
-    src: Path, cfg: Any, keyframes: Any, strategy: str | None, starts: int, iterations: int, out: Path, progress: bool
+    src: Path, cfg: Any, keyframes: Any, strategy: str | None, starts: int, iterations: int, out: Path, progress: bool,
+    rl_seed: int = 0,
 ) -> list[dict]:
     """GRPO in ``src``'s round-0 world from the pinned pool episodes ``keyframes`` (episode ``x`` =
     start ``x``): ``strategy='start'`` from frame 0 for a full episode; None: the run's keyframe
@@ -123,14 +130,15 @@ def imagination_arm(
         icfg = dataclasses.replace(
             icfg, keyframes=KeyframeConfig(**{**icfg.keyframes.__dict__, "strategy": strategy}), horizon=full
         )
-    rcfg = _grpo_config(cfg, seed=cfg.seed * 100, start_pool=starts, iterations=iterations, max_chunks=icfg.horizon)
+    rcfg = _grpo_config(cfg, seed=rl_seeds(cfg, rl_seed)[0], start_pool=starts, iterations=iterations,
+                        max_chunks=icfg.horizon)
     env = ImaginedVectorEnv(wm, keyframes, success_model=sm, exec_reward=exe, task_ids=tasks, config=icfg, seed=cfg.seed)
     env.pin_starts({rcfg.seed * SEED_STRIDE + x: x for x in range(starts)})
     hist = _train(env, policy, rcfg, out, progress)
     return hist
 
 
-def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progress: bool) -> list[dict]:
+def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progress: bool, rl_seed: int = 0) -> list[dict]:
     """GRPO in the real simulator on the pool (the run's real-RL layout, seed and reward)."""
     import envs
     from envs.wrappers import ActionChunkWrapper
@@ -140,7 +148,7 @@ def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progr
     tasks = envs.resolve_tasks(cfg.suite)
     policy = load_policy(src / "sft" / "policy")
     full = envs.full_episode_chunks(tasks, policy.chunk_size)
-    rcfg = _grpo_config(cfg, seed=cfg.seed * 100 + 999, start_pool=starts, iterations=iterations, max_chunks=full)
+    rcfg = _grpo_config(cfg, seed=rl_seeds(cfg, rl_seed)[1], start_pool=starts, iterations=iterations, max_chunks=full)
     per_env = rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size)
     dense = {"reward_type": "dense"} if cfg.real_rl_reward == "dense" else {}
     kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
@@ -198,6 +206,7 @@ def run_one(
     iterations: int,
     real_iterations: int,
     held_out: bool = True,
+    rl_seed: int = 0,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists)."""
@@ -220,7 +229,7 @@ def run_one(
             raise WmrlError(f"{src / need} not found; expected a finished wmrl run folder (run `wmrl run` first)")
     work.mkdir(parents=True, exist_ok=True)
     env_kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
-    task_ids, seeds = pool_starts(tasks, starts_per_task, cfg.seed * 100 + 999)
+    task_ids, seeds = pool_starts(tasks, starts_per_task, rl_seeds(cfg, rl_seed)[1])
     sft = load_policy(src / "sft" / "policy")
     keyframes, sft_stats = play_pool(sft, task_ids, seeds, env_kwargs)
 
@@ -233,10 +242,10 @@ def run_one(
         out = work / arm
         t_arm = time.perf_counter()
         if arm == "real_pool":
-            hist = real_arm(src, cfg, starts, real_iterations, out, progress)
+            hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed)
         else:
             strategy = "start" if arm == "im_t0" else None
-            hist = imagination_arm(src, cfg, keyframes, strategy, starts, iterations, out, progress)
+            hist = imagination_arm(src, cfg, keyframes, strategy, starts, iterations, out, progress, rl_seed)
         policies[arm] = out / "policy"
         arms[arm] = {
             "rl_iterations": len(hist),
@@ -272,6 +281,7 @@ def run_one(
         },
         "iterations": iterations,
         "real_iterations": real_iterations,
+        "rl_seed": rl_seed,
         "wall_time_s": time.perf_counter() - t0,
     }
     atomic_write_json(done, res)
@@ -323,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=None, help="GRPO iterations in imagination (default: the run's)")
     p.add_argument("--real-iterations", type=int, default=None, help="real GRPO iterations (default: the run's)")
     p.add_argument("--no-held-out", action="store_true", help="score on the pool only")
+    p.add_argument("--rl-seed", type=int, default=0,
+                   help="> 0: an independent repeat with another pool, GRPO starts and noise (folders KEY_rlseedN)")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores (CI smoke; quick runs)")
@@ -340,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     a.starts_per_task = a.starts_per_task or (2 if a.quick else 8)
-    if a.starts_per_task < 1:
-        raise WmrlError(f"--starts-per-task {a.starts_per_task} must be >= 1")
+    if a.starts_per_task < 1 or a.rl_seed < 0:
+        raise WmrlError(f"--starts-per-task {a.starts_per_task} must be >= 1 and --rl-seed {a.rl_seed} >= 0")
     if a.runs is None:
         a.runs = ([Path("runs/imagination_lift_quick/seed_0")] if a.quick
                   else [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)])
@@ -355,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         real_its = 2 if a.quick else (a.real_iterations or _grpo_config(cfg).iterations)
         if its < 1 or real_its < 1:
             raise WmrlError(f"--iterations {its} and --real-iterations {real_its} must be >= 1")
-        jobs[key] = (src, work / key, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick))
+        folder = key if a.rl_seed == 0 else f"{key}_rlseed{a.rl_seed}"  # a repeat never resumes another seed's
+        jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))
@@ -364,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         **summarize(per_run),
         "runs": {k: results[k] for k in keys},
         "starts_per_task": a.starts_per_task,
+        "rl_seed": a.rl_seed,
         "quick": bool(a.quick),
         "jobs": a.jobs,
         "wall_time_s": time.perf_counter() - t0,

@@ -554,6 +554,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _fixed_starts, ">= +0.30"),
     ("fixed_starts.json", "same policies on the runs' 600 held-out starts",
      lambda d: _fixed_starts(d, "held_out"), ""),
+    ("fixed_starts_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): on the "
+     "pool / held out", lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ">= +0.30"),
     ("fixed_starts_it16.json", "same, 16 iterations of each RL arm (the runs' own): on the pool / held out",
      lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
