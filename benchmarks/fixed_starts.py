@@ -47,14 +47,15 @@ import numpy as np
 
 from benchmarks._stats import run_keys
 
-SEED_STRIDE = 1_000_003  # imagination.grpo: a group's seed is rl.seed * SEED_STRIDE + its start index
 ARMS = ("im_t0", "im_kir", "real_pool")
 
 
 def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
     """The pool's task id and reset seed per start ``x`` (``P = starts_per_task * len(tasks)``)."""
+    from imagination.grpo import group_seed
+
     p = starts_per_task * len(tasks)
-    return [tasks[x % len(tasks)] for x in range(p)], [rl_seed * SEED_STRIDE + x for x in range(p)]
+    return [tasks[x % len(tasks)] for x in range(p)], [group_seed(rl_seed, x) for x in range(p)]
 
 
 def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
@@ -115,6 +116,7 @@ def imagination_arm(
     start ``x``): ``strategy='start'`` from frame 0 for a full episode; None: the run's keyframe
     strategy and horizon."""
     import envs
+    from imagination.grpo import group_seed
     from imagination.imagined_env import ImaginedVectorEnv
     from imagination.keyframes import KeyframeConfig
     from imagination.pipeline import calibrated_imagination_config, round_models, round_object_dynamics
@@ -133,7 +135,7 @@ def imagination_arm(
     rcfg = _grpo_config(cfg, seed=rl_seeds(cfg, rl_seed)[0], start_pool=starts, iterations=iterations,
                         max_chunks=icfg.horizon)
     env = ImaginedVectorEnv(wm, keyframes, success_model=sm, exec_reward=exe, task_ids=tasks, config=icfg, seed=cfg.seed)
-    env.pin_starts({rcfg.seed * SEED_STRIDE + x: x for x in range(starts)})
+    env.pin_starts({group_seed(rcfg.seed, x): x for x in range(starts)})
     hist = _train(env, policy, rcfg, out, progress)
     return hist
 
@@ -216,13 +218,19 @@ def run_one(
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
 
-    done = work / "result.json"
-    if done.exists():
-        return json.loads(done.read_text())
     t0 = time.perf_counter()
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
     starts = starts_per_task * len(tasks)
+    done = work / "result.json"
+    if done.exists():
+        res = json.loads(done.read_text())
+        asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
+                 "held_out": held_out}
+        had = {**{k: res.get(k) for k in asked}, "rl_seed": res.get("rl_seed", 0), "held_out": bool(res["held_out"])}
+        if had != asked:
+            raise WmrlError(f"{done} holds a result for {had}; this run asks for {asked}: use another --work")
+        return res
     _check_pool(cfg, starts)
     for need in ("sft/policy", "world_model/model", "rewards/success", "rewards/executability"):
         if not (src / need).exists():

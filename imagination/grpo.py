@@ -276,6 +276,12 @@ def grpo_update(
     return out
 
 
+def group_seed(rl_seed: int, start: int) -> int:
+    """The reset seed a GRPO group gets for start index ``start`` (iteration i's group g: ``i * groups + g``,
+    modulo ``start_pool`` when set): equal seeds start alike in the real and the imagined envs."""
+    return rl_seed * 1_000_003 + start
+
+
 @freezes_parameters
 def train_grpo(
     env: Any,
@@ -332,7 +338,7 @@ def train_grpo(
         starts = [it * num_groups + g for g in range(num_groups)]
         if cfg.start_pool:
             starts = [x % cfg.start_pool for x in starts]
-        group_seeds = [cfg.seed * 1_000_003 + x for x in starts]
+        group_seeds = [group_seed(cfg.seed, x) for x in starts]
         seeds = [s for s in group_seeds for _ in range(cfg.group_size)]
         prefix0 = real_prefix_steps(env)
         batch = collect_first_episodes(env, policy, cfg.max_chunks, seeds=seeds, ref_policy=ref_policy)
