@@ -108,24 +108,30 @@ def rl_seeds(cfg: Any, rl_seed: int) -> tuple[int, int]:
     return cfg.seed * 100 + 1000 * rl_seed, cfg.seed * 100 + 999 + 1000 * rl_seed
 
 
+def round_0_world(src: Path, cfg: Any) -> tuple[Any, Any, Any, Any]:
+    """``(world model, success model, executability reward, imagination config)`` of ``src``'s round 0, as
+    its RL in imagination saw them (object dynamics attached when enabled; the calibrated threshold)."""
+    from imagination.pipeline import calibrated_imagination_config, round_models, round_object_dynamics
+
+    od = round_object_dynamics(src, 0) if cfg.object_dynamics_config() else None
+    return (*round_models(src, 0, od), calibrated_imagination_config(src, cfg))
+
+
 def imagination_arm(
-    src: Path, cfg: Any, keyframes: Any, strategy: str | None, starts: int, iterations: int, out: Path, progress: bool,
-    rl_seed: int = 0,
+    src: Path, cfg: Any, world: tuple, keyframes: Any, strategy: str | None, starts: int, iterations: int, out: Path,
+    progress: bool, rl_seed: int = 0,
 ) -> list[dict]:
-    """GRPO in ``src``'s round-0 world from the pinned pool episodes ``keyframes`` (episode ``x`` =
-    start ``x``): ``strategy='start'`` from frame 0 for a full episode; None: the run's keyframe
+    """GRPO in ``world`` (:func:`round_0_world`) from the pinned pool episodes ``keyframes`` (episode ``x``
+    = start ``x``): ``strategy='start'`` from frame 0 for a full episode; None: the run's keyframe
     strategy and horizon."""
     import envs
     from imagination.grpo import group_seed
     from imagination.imagined_env import ImaginedVectorEnv
     from imagination.keyframes import KeyframeConfig
-    from imagination.pipeline import calibrated_imagination_config, round_models, round_object_dynamics
     from policies import load_policy
 
     tasks = envs.resolve_tasks(cfg.suite)
-    od = round_object_dynamics(src, 0) if cfg.object_dynamics_config() else None
-    wm, sm, exe = round_models(src, 0, od)
-    icfg = calibrated_imagination_config(src, cfg)
+    wm, sm, exe, icfg = world
     policy = load_policy(src / "sft" / "policy")
     if strategy is not None:
         full = envs.full_episode_chunks(tasks, policy.chunk_size)
@@ -144,18 +150,17 @@ def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progr
     """GRPO in the real simulator on the pool (the run's real-RL layout, seed and reward)."""
     import envs
     from envs.wrappers import ActionChunkWrapper
-    from imagination.pipeline import rl_task_layout
+    from imagination.pipeline import real_rl_env, rl_task_layout
     from policies import load_policy
 
     tasks = envs.resolve_tasks(cfg.suite)
     policy = load_policy(src / "sft" / "policy")
     full = envs.full_episode_chunks(tasks, policy.chunk_size)
     rcfg = _grpo_config(cfg, seed=rl_seeds(cfg, rl_seed)[1], start_pool=starts, iterations=iterations, max_chunks=full)
-    per_env = rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size)
-    dense = {"reward_type": "dense"} if cfg.real_rl_reward == "dense" else {}
-    kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
-    real = envs.make_vec(per_env, len(per_env), **kwargs, **dense, autoreset_mode="same_step", seed=cfg.seed + 999)
-    env = ActionChunkWrapper(real, policy.chunk_size, frames="chunk_end")
+    env = ActionChunkWrapper(
+        real_rl_env(cfg, rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size)), policy.chunk_size,
+        frames="chunk_end",
+    )
     try:
         return _train(env, policy, rcfg, out, progress)
     finally:
@@ -176,20 +181,6 @@ def _check_pool(cfg: Any, starts: int) -> None:
             f"a pool of {starts} starts: every group slot must keep its own starts, so the pool must be a "
             f"multiple of {need} (groups per iteration: {groups}); change --starts-per-task"
         )
-
-
-def _held_out(policy: Any, cfg: Any) -> dict[str, Any]:
-    from benchmarks.policy_eval import evaluate_policy
-
-    e = cfg.eval
-    res = evaluate_policy(
-        policy, cfg.suite, e.episodes_per_task, seed=e.seed, num_envs=e.num_envs, render=cfg.render.env_kwargs()
-    )
-    return {
-        "success": float(res["mean_success"]),
-        "per_task": {t: float(v["success_rate"]) for t, v in res["tasks"].items()},
-        "outcomes": {t: "".join(str(int(x)) for x in v["outcomes"]) for t, v in res["tasks"].items()},
-    }
 
 
 def _stage_eval(src: Path, stage: str) -> dict[str, Any] | None:
@@ -213,7 +204,7 @@ def run_one(
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists)."""
     import envs
-    from imagination.pipeline import run_config_of
+    from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
@@ -236,7 +227,7 @@ def run_one(
         if not (src / need).exists():
             raise WmrlError(f"{src / need} not found; expected a finished wmrl run folder (run `wmrl run` first)")
     work.mkdir(parents=True, exist_ok=True)
-    env_kwargs = {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
+    env_kwargs = run_env_kwargs(cfg)
     task_ids, seeds = pool_starts(tasks, starts_per_task, rl_seeds(cfg, rl_seed)[1])
     sft = load_policy(src / "sft" / "policy")
     keyframes, sft_stats = play_pool(sft, task_ids, seeds, env_kwargs)
@@ -245,6 +236,7 @@ def run_one(
     for name in ("round_0", "real_rl"):
         if (src / name / "policy").exists():
             policies[name] = src / name / "policy"
+    world = round_0_world(src, cfg)
     arms: dict[str, Any] = {}
     for arm in ARMS:
         out = work / arm
@@ -253,7 +245,7 @@ def run_one(
             hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed)
         else:
             strategy = "start" if arm == "im_t0" else None
-            hist = imagination_arm(src, cfg, keyframes, strategy, starts, iterations, out, progress, rl_seed)
+            hist = imagination_arm(src, cfg, world, keyframes, strategy, starts, iterations, out, progress, rl_seed)
         policies[arm] = out / "policy"
         arms[arm] = {
             "rl_iterations": len(hist),
@@ -271,7 +263,7 @@ def run_one(
             pool_outcomes[name] = [int(x) for x in traj.episode_success]
         if held_out:
             stage = {"sft": "eval_sft", "round_0": "round_0", "real_rl": "real_rl"}.get(name)
-            held[name] = (_stage_eval(src, stage) if stage else None) or _held_out(load_policy(folder), cfg)
+            held[name] = (_stage_eval(src, stage) if stage else None) or evaluate_in_sim(load_policy(folder), cfg)
     res = {
         "run": str(src),
         "seed": int(cfg.seed),
@@ -296,17 +288,19 @@ def run_one(
     return res
 
 
+def _outcomes(run: dict[str, Any], field: str, name: str) -> np.ndarray:
+    """Policy ``name``'s 0/1 outcomes in one run's result: on the pool (start order), or held out (tasks sorted)."""
+    if field == "pool_outcomes":
+        text = run[field][name]
+    else:
+        per_task = run["held_out"][name]["outcomes"]
+        text = "".join(per_task[t] for t in sorted(per_task))
+    return np.array(list(text), int)
+
+
 def _paired(per_run: list[dict[str, Any]], field: str, a: str, b: str) -> dict[str, float]:
     """Mean over runs of ``b - a`` and the standard error of the per-episode paired differences."""
-    if field == "pool_outcomes":
-        diffs = [np.array(list(r[field][b]), int) - np.array(list(r[field][a]), int) for r in per_run]
-    else:
-        diffs = [
-            np.array(list("".join(r["held_out"][b]["outcomes"][t] for t in sorted(r["held_out"][b]["outcomes"]))), int)
-            - np.array(list("".join(r["held_out"][a]["outcomes"][t] for t in sorted(r["held_out"][a]["outcomes"]))), int)
-            for r in per_run
-        ]
-    d = np.concatenate(diffs).astype(float)
+    d = np.concatenate([_outcomes(r, field, b) - _outcomes(r, field, a) for r in per_run]).astype(float)
     return {"diff": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan"),
             "episodes": int(len(d))}
 

@@ -126,13 +126,12 @@ def record_rollouts(
             if es is not None:
                 b.setdefault("env_state", []).append(es[i])
             b["instruction"], b["task_id"] = instr[i], tasks[i]
-            if (te[i] or tr[i]) and first_episodes_only and ordinal[i] > 0:
-                ordinal[i] += 1  # a later episode of a sub-env already kept: played, not kept
-                bufs[i] = {}
-                qpos[i] = chunk_size
-            elif te[i] or tr[i]:
+            if te[i] or tr[i]:
                 ok = any(b["success"])
-                within = max_finished is None or finished < max_finished
+                # first_episodes_only: a sub-env's later episodes are played, not counted or kept
+                within = (max_finished is None or finished < max_finished) and not (
+                    first_episodes_only and ordinal[i] > 0
+                )
                 if within:
                     finished, finished_ok = finished + 1, finished_ok + int(ok)
                     finished_from.append((i, int(ordinal[i]), ok))

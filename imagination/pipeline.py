@@ -439,7 +439,7 @@ class Pipeline:
 
     def env_kwargs(self) -> dict[str, Any]:
         """``envs.make_vec`` keyword arguments every real env of the run shares (frame size, render)."""
-        return {"image_size": self.cfg.image_size, **self.cfg.render.env_kwargs()}
+        return run_env_kwargs(self.cfg)
 
     # -- stage bodies
     def s_demos(self) -> dict:
@@ -630,29 +630,7 @@ class Pipeline:
         }
 
     def evaluate(self, policy: Any, name: str) -> dict:
-        from benchmarks.policy_eval import evaluate_policy
-
-        e = self.cfg.eval
-        res = evaluate_policy(
-            policy,
-            self.cfg.suite,
-            e.episodes_per_task,
-            seed=e.seed,
-            num_envs=e.num_envs,
-            video_dir=self.run.videos / name,
-            videos_per_task=1,
-            progress=self.progress,
-            render=self.cfg.render.env_kwargs(),
-        )
-        return {
-            "success": float(res["mean_success"]),
-            "ci95": list(res.get("mean_ci95", [])),
-            "per_task": {t: float(v["success_rate"]) for t, v in res["tasks"].items()},
-            # episode by episode (0/1 in seed order): every phase plays the same starts, so the report
-            # can set each against SFT pair by pair
-            "outcomes": {t: "".join(str(int(x)) for x in v["outcomes"]) for t, v in res["tasks"].items()},
-            "eval_env_steps": float(sum(v["mean_length"] * v["episodes"] for v in res["tasks"].values())),
-        }
+        return evaluate_in_sim(policy, self.cfg, self.run.videos / name, self.progress)
 
     # -- models
     def load_models(self, round_idx: int):
@@ -848,14 +826,7 @@ class Pipeline:
         return summary
 
     def real_rl_env(self, per_env: list[str]) -> Any:
-        """The real vector env RL in the real simulator collects in: one sub-env per entry of ``per_env``
-        (task ids), autoreset on the same step, the run's ``real_rl_reward``."""
-        import envs
-
-        dense = {"reward_type": "dense"} if self.cfg.real_rl_reward == "dense" else {}
-        return envs.make_vec(
-            per_env, len(per_env), **self.env_kwargs(), **dense, autoreset_mode="same_step", seed=self.cfg.seed + 999
-        )
+        return real_rl_env(self.cfg, per_env)
 
     def s_real_rl(
         self, budget: float | None, world: Any = None, name: str = "real_rl", rl_seed: int = 0, tag: str = ""
@@ -1056,6 +1027,51 @@ class Pipeline:
         summary = self.stage("report", self.s_report)
         return summary
 
+
+
+def run_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
+    """``envs.make_vec`` keyword arguments every real env of a run shares (frame size, render)."""
+    return {"image_size": cfg.image_size, **cfg.render.env_kwargs()}
+
+
+def real_rl_env(cfg: RunConfig, per_env: list[str]) -> Any:
+    """The real vector env RL in the real simulator collects in: one sub-env per entry of ``per_env``
+    (task ids), autoreset on the same step, the run's ``real_rl_reward``."""
+    import envs
+
+    dense = {"reward_type": "dense"} if cfg.real_rl_reward == "dense" else {}
+    return envs.make_vec(
+        per_env, len(per_env), **run_env_kwargs(cfg), **dense, autoreset_mode="same_step", seed=cfg.seed + 999
+    )
+
+
+def evaluate_in_sim(policy: Any, cfg: RunConfig, video_dir: Path | None = None, progress: bool = False) -> dict:
+    """``policy``'s real-simulator evaluation with the run's fixed protocol (``cfg.eval``), one video per
+    task in ``video_dir`` (None: none): success, its 95% interval, per task, the outcomes episode by
+    episode, and the env steps taken."""
+    from benchmarks.policy_eval import evaluate_policy
+
+    e = cfg.eval
+    res = evaluate_policy(
+        policy,
+        cfg.suite,
+        e.episodes_per_task,
+        seed=e.seed,
+        num_envs=e.num_envs,
+        video_dir=video_dir,
+        videos_per_task=1,
+        progress=progress,
+        render=cfg.render.env_kwargs(),
+    )
+    return {
+        "success": float(res["mean_success"]),
+        "ci95": list(res.get("mean_ci95", [])),
+        "per_task": {t: float(v["success_rate"]) for t, v in res["tasks"].items()},
+        # episode by episode (0/1 in seed order): every phase plays the same starts, so the report
+        # can set each against SFT pair by pair
+        "outcomes": {t: "".join(str(int(x)) for x in v["outcomes"]) for t, v in res["tasks"].items()},
+        "eval_env_steps": float(sum(v["mean_length"] * v["episodes"] for v in res["tasks"].values())),
+    }
 
 
 def _timed(fn) -> dict:
