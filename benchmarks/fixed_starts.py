@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
+        [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -25,6 +26,14 @@ model, IDM and SFT policy):
   the pool is scored on). ``im_kir``: from a keyframe inside it (the run's strategy and horizon).
   Real env steps: only the SFT pool episodes'.
 * **Real arm.** ``real_pool``: GRPO in the real simulator with ``rl.start_pool=P``.
+* **Branched state-model arm** (with ``--state-models NAME ...``): ``sm_branch``, GRPO with
+  ``rl.start_pool=P`` in :class:`benchmarks._split_worlds.StateModelVectorEnv` (MBPO-style, as
+  ``benchmarks.state_model_rl --real-steps K``): each episode's first ``--real-steps`` steps are the real
+  simulator's, with the policy being trained, and the arm-and-object state model (the run's folders
+  ``NAME``; several make an ensemble that succeeds only where every member does, advances with a random
+  member, and ends an episode as a failure once two members disagree by more than
+  ``--max-disagreement`` metres) goes on from the real state reached, drawn by the simulator. Its real
+  env steps are its prefixes'. ``--quick`` fits a tiny single model on 16 SFT episodes.
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -48,6 +57,7 @@ import numpy as np
 from benchmarks._stats import run_keys
 
 ARMS = ("im_t0", "im_kir", "real_pool")
+STATE_MODEL_ARM = "sm_branch"
 
 
 def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
@@ -146,8 +156,13 @@ def imagination_arm(
     return hist
 
 
-def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progress: bool, rl_seed: int = 0) -> list[dict]:
-    """GRPO in the real simulator on the pool (the run's real-RL layout, seed and reward)."""
+def real_arm(
+    src: Path, cfg: Any, starts: int, iterations: int, out: Path, progress: bool, rl_seed: int = 0,
+    world: Any = None,
+) -> list[dict]:
+    """GRPO on the pool from the real simulator's starts (the run's real-RL layout, seed and reward).
+    ``world``: None trains in the real simulator; else a function of the real (same-step) vector env
+    returning the env GRPO trains in instead (:func:`state_model_world`)."""
     import envs
     from envs.wrappers import ActionChunkWrapper
     from imagination.pipeline import real_rl_env, rl_task_layout
@@ -157,14 +172,32 @@ def real_arm(src: Path, cfg: Any, starts: int, iterations: int, out: Path, progr
     policy = load_policy(src / "sft" / "policy")
     full = envs.full_episode_chunks(tasks, policy.chunk_size)
     rcfg = _grpo_config(cfg, seed=rl_seeds(cfg, rl_seed)[1], start_pool=starts, iterations=iterations, max_chunks=full)
-    env = ActionChunkWrapper(
-        real_rl_env(cfg, rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size)), policy.chunk_size,
-        frames="chunk_end",
-    )
+    real = real_rl_env(cfg, rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size))
+    env = ActionChunkWrapper(real if world is None else world(real), policy.chunk_size, frames="chunk_end")
     try:
         return _train(env, policy, rcfg, out, progress)
     finally:
         env.close()
+
+
+def state_model_world(model_dirs: list[Path], real_steps: int, max_disagreement: float | None) -> Any:
+    """A function of the real vector env returning the branched state-model world GRPO trains in:
+    :class:`benchmarks._split_worlds.StateModelVectorEnv` with the state models in ``model_dirs`` (several:
+    an ensemble, success on all members, a random member advancing, episodes ended as failures where the
+    members disagree by more than ``max_disagreement`` metres), the first ``real_steps`` steps of each
+    trained episode real (GRPO trains on first episodes only: no prefix after an autoreset)."""
+    from benchmarks._split_worlds import StateModelVectorEnv
+    from worldmodels.object_dynamics import ObjectDynamics
+
+    models = [ObjectDynamics.from_pretrained(d) for d in model_dirs]
+
+    def make(real: Any) -> Any:
+        return StateModelVectorEnv(
+            real, models if len(models) > 1 else models[0], max_disagreement=max_disagreement, gate="terminate",
+            real_steps=real_steps, prefix_after_autoreset=False,
+        )
+
+    return make
 
 
 def _check_pool(cfg: Any, starts: int) -> None:
@@ -200,9 +233,17 @@ def run_one(
     real_iterations: int,
     held_out: bool = True,
     rl_seed: int = 0,
+    state_models: tuple[str, ...] = (),
+    real_steps: int = 24,
+    max_disagreement: float | None = 0.025,
+    quick_state_model: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists)."""
+    """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
+    ``state_models``: the run's arm-and-object state model folders (names in ``src``) for the
+    ``sm_branch`` arm (none: no such arm), with ``real_steps`` real steps per episode and, for an
+    ensemble, ``max_disagreement``; ``quick_state_model``: the arm's model is a tiny one fitted here
+    (``benchmarks.state_model_rl.fit_quick_state_model``) instead."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -214,10 +255,15 @@ def run_one(
     tasks = envs.resolve_tasks(cfg.suite)
     starts = starts_per_task * len(tasks)
     done = work / "result.json"
+    sm_arm = None
+    if state_models or quick_state_model:
+        names = ["quick"] if quick_state_model else list(state_models)
+        sm_arm = {"state_models": names, "real_steps": int(real_steps),
+                  "max_disagreement": None if len(names) < 2 else max_disagreement}
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
-                 "held_out": held_out}
+                 "held_out": held_out, "state_model_arm": sm_arm}
         had = {**{k: res.get(k) for k in asked}, "rl_seed": res.get("rl_seed", 0), "held_out": bool(res["held_out"])}
         if had != asked:
             raise WmrlError(f"{done} holds a result for {had}; this run asks for {asked}: use another --work")
@@ -238,11 +284,22 @@ def run_one(
             policies[name] = src / name / "policy"
     world = round_0_world(src, cfg)
     arms: dict[str, Any] = {}
-    for arm in ARMS:
+    quick_fit_steps = 0.0
+    for arm in ARMS + ((STATE_MODEL_ARM,) if sm_arm else ()):
         out = work / arm
         t_arm = time.perf_counter()
         if arm == "real_pool":
             hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed)
+        elif arm == STATE_MODEL_ARM:
+            from benchmarks.state_model_rl import fit_quick_state_model, state_model_dir
+
+            if quick_state_model:
+                model_dir, quick_fit_steps = fit_quick_state_model(src, work / "state_model_quick")
+                dirs = [model_dir]
+            else:
+                dirs = [state_model_dir(src, n) for n in state_models]
+            make = state_model_world(dirs, sm_arm["real_steps"], sm_arm["max_disagreement"])
+            hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed, world=make)
         else:
             strategy = "start" if arm == "im_t0" else None
             hist = imagination_arm(src, cfg, world, keyframes, strategy, starts, iterations, out, progress, rl_seed)
@@ -253,6 +310,7 @@ def run_one(
             "train_env_steps": float(sum(h.get("env_steps", 0.0) for h in hist)),
             "train_success_by_iteration": [float(h.get("success_rate", np.nan)) for h in hist],
             "valid_frac_mean": float(np.mean([h.get("valid_frac", 1.0) for h in hist])) if hist else float("nan"),
+            "real_prefix_steps": float(sum(h.get("real_prefix_steps", 0.0) for h in hist)),
             "rl_time_s": time.perf_counter() - t_arm,
         }
     pool_outcomes: dict[str, list[int]] = {"sft": [int(x) for x in keyframes.episode_success]}
@@ -278,7 +336,10 @@ def run_one(
         "real_env_steps": {
             "sft_pool_episodes": float(sft_stats["first_episode_steps"]),
             "real_pool": arms["real_pool"]["train_env_steps"],
+            # the branched arm's real prefixes (and the quick model's fitting episodes)
+            **({STATE_MODEL_ARM: arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps} if sm_arm else {}),
         },
+        "state_model_arm": sm_arm,
         "iterations": iterations,
         "real_iterations": real_iterations,
         "rl_seed": rl_seed,
@@ -333,13 +394,22 @@ def main(argv: list[str] | None = None) -> int:
                    "quick: runs/imagination_lift_quick/seed_0)")
     p.add_argument("--starts-per-task", type=int, default=None, help="pool starts per task (default 8, quick 2; LIBERO: 50)")
     p.add_argument("--iterations", type=int, default=None, help="GRPO iterations in imagination (default: the run's)")
-    p.add_argument("--real-iterations", type=int, default=None, help="real GRPO iterations (default: the run's)")
+    p.add_argument("--real-iterations", type=int, default=None, help="GRPO iterations of the arms that start in the real simulator: real_pool and sm_branch (default: the run's)")
     p.add_argument("--no-held-out", action="store_true", help="score on the pool only")
     p.add_argument("--rl-seed", type=int, default=0,
                    help="> 0: an independent repeat with another pool, GRPO starts and noise (folders KEY_rlseedN)")
+    p.add_argument("--state-models", nargs="+", default=[], metavar="NAME",
+                   help="also the sm_branch arm: GRPO on the pool in the run's arm-and-object state model(s) NAME "
+                   "(folders in each run; several: an ensemble), branched from real prefixes")
+    p.add_argument("--real-steps", type=int, default=24, metavar="K",
+                   help="sm_branch: the real simulator's steps at the start of each episode (default 24)")
+    p.add_argument("--max-disagreement", type=float, default=0.025, metavar="METRES",
+                   help="sm_branch with an ensemble: an episode ends as a failure once two members' tcp or cube "
+                   "predictions lie further apart (default 0.025)")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
-                   help="2 starts per task, 2 iterations of each arm, no held-out scores (CI smoke; quick runs)")
+                   help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
+                   "in a tiny state model fitted on 16 SFT episodes (CI smoke; quick runs)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", type=Path, required=True)
@@ -356,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     a.starts_per_task = a.starts_per_task or (2 if a.quick else 8)
     if a.starts_per_task < 1 or a.rl_seed < 0:
         raise WmrlError(f"--starts-per-task {a.starts_per_task} must be >= 1 and --rl-seed {a.rl_seed} >= 0")
+    if a.real_steps < 1 or not (math.isfinite(a.max_disagreement) and a.max_disagreement > 0):
+        raise WmrlError(f"--real-steps {a.real_steps} must be >= 1 and --max-disagreement {a.max_disagreement} "
+                        "a number of metres > 0")
+    if a.quick and a.state_models:
+        raise WmrlError(f"--state-models {' '.join(a.state_models)}: --quick fits its own tiny state model")
     if a.runs is None:
         a.runs = ([Path("runs/imagination_lift_quick/seed_0")] if a.quick
                   else [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)])
@@ -370,7 +445,13 @@ def main(argv: list[str] | None = None) -> int:
         if its < 1 or real_its < 1:
             raise WmrlError(f"--iterations {its} and --real-iterations {real_its} must be >= 1")
         folder = key if a.rl_seed == 0 else f"{key}_rlseed{a.rl_seed}"  # a repeat never resumes another seed's
-        jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed)
+        if a.state_models:
+            from benchmarks.state_model_rl import state_model_dir
+
+            for name in a.state_models:
+                state_model_dir(src, name)  # before any work
+        jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
+                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))
@@ -380,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {k: results[k] for k in keys},
         "starts_per_task": a.starts_per_task,
         "rl_seed": a.rl_seed,
+        "state_model_arm": per_run[0].get("state_model_arm"),
         "quick": bool(a.quick),
         "jobs": a.jobs,
         "wall_time_s": time.perf_counter() - t0,

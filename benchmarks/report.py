@@ -78,10 +78,24 @@ def _fixed_starts(d: dict, field: str = "pool") -> str:
     succ, diff = d.get(f"{field}_success") or {}, d.get(f"{field}_vs_sft") or {}
     if "sft" not in succ:
         return "not run"
-    arms = [a for a in ("im_t0", "im_kir", "real_pool") if a in diff]
+    arms = [a for a in ("im_t0", "im_kir", "real_pool", "sm_branch") if a in diff]
     return f"{_fmt(succ['sft'])} -> " + " / ".join(
         f"{_fmt(succ[a])} ({diff[a]['diff']:+.3f} +- {diff[a]['se']:.3f})" for a in arms
     )
+
+
+def _fixed_starts_arm(d: dict, arm: str) -> str:
+    """One arm of a fixed_starts result: on the pool and held out, each ``success (paired vs SFT +- s.e.)``,
+    and its real env steps per run (mean)."""
+    out = []
+    for field in ("pool", "held_out"):
+        succ, diff = d.get(f"{field}_success") or {}, d.get(f"{field}_vs_sft") or {}
+        if arm not in diff:
+            return "not run"
+        out.append(f"{_fmt(succ[arm])} ({diff[arm]['diff']:+.3f} +- {diff[arm]['se']:.3f})")
+    runs = list((d.get("runs") or {}).values())
+    steps = [r["real_env_steps"][arm] for r in runs if arm in r.get("real_env_steps", {})]
+    return " / ".join(out) + (f"; {sum(steps) / len(steps):,.0f} real steps per run" if steps else "")
 
 
 def _self_imitation(d: dict) -> str:
@@ -558,6 +572,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "pool / held out", lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ">= +0.30"),
     ("fixed_starts_it16.json", "same, 16 iterations of each RL arm (the runs' own): on the pool / held out",
      lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ""),
+    ("fixed_starts_real25.json", "same pool, real GRPO trained on to 25 iterations (resumed from the 16-iteration "
+     "arm; sm_branch's real budget): on the pool / held out (paired vs SFT +- s.e.)",
+     lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+    ("fixed_starts_real128.json", "same, real GRPO to 128 iterations (resumed from the 64-iteration arm): on the "
+     "pool / held out", lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+    ("fixed_starts_real256.json", "same, real GRPO to 256 iterations: on the pool / held out",
+     lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+    ("fixed_starts_im256_real512.json", "same pool, RL in imagination to 256 iterations and real GRPO to 512 "
+     "(resumed): on the pool / held out", lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ">= +0.30"),
+    ("fixed_starts_sm.json", "same pool, GRPO in the branched state-model world (sm_branch: a bootstrap ensemble of 3 "
+     "arm-and-object models, each episode's first 24 steps real, ended as a failure past 2.5 cm disagreement), 64 "
+     "iterations: on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+    ("fixed_starts_sm_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): on the "
+     "pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "

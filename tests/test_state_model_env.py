@@ -638,3 +638,33 @@ def test_train_on_splits_an_episode_at_its_real_prefix():
                     ({"share_prefix": 2, "train_on": "all"}, r"share_prefix=2 with train_on='all': .*train_on='branch'")):
         with pytest.raises(WmrlError, match=msg):
             StateModelVectorEnv(envs.make_vec(tasks, 2, autoreset_mode="same_step"), _model(), **{"real_steps": k, **kw})
+
+
+def test_the_fixed_start_branch_world_trains_on_the_pool_and_counts_its_real_prefixes(tmp_path):
+    """benchmarks.fixed_starts' sm_branch arm: GRPO with rl.start_pool=P in the state model world resets
+    the real env to exactly the pool's starts, and every trained episode's first real_steps steps are
+    real ones, counted as its real env steps."""
+    from test_rl import TinyGaussianPolicy
+
+    from benchmarks.fixed_starts import pool_starts, state_model_world
+    from imagination.grpo import GRPOConfig, train_grpo
+    from imagination.pipeline import rl_task_layout
+
+    _model().save_pretrained(tmp_path / "sm")
+    tasks, k = TASKS[:2], 4
+    layout = rl_task_layout(tasks, 8, 4)
+    world = state_model_world([tmp_path / "sm"], real_steps=k, max_disagreement=None)
+    env = ActionChunkWrapper(
+        world(envs.make_vec(layout, 8, image_size=32, autoreset_mode="same_step", seed=0)), 2, frames="chunk_end"
+    )
+    resets: list[list[int]] = []
+    reset = env.reset
+    env.reset = lambda **kw: (resets.append(list(kw["seed"])), reset(**kw))[1]
+    try:
+        hist = train_grpo(env, TinyGaussianPolicy(state_dim=env.single_observation_space["state"].shape[0]),
+                          GRPOConfig(iterations=3, group_size=4, max_chunks=4, start_pool=4, seed=7), progress=False)
+    finally:
+        env.close()
+    task_ids, seeds = pool_starts(tasks, 2, 7)
+    assert {(layout[i], s) for r in resets for i, s in enumerate(r)} == set(zip(task_ids, seeds, strict=True))
+    assert [h["real_prefix_steps"] for h in hist] == [8 * k] * 3
