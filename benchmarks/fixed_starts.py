@@ -4,7 +4,8 @@ Usage::
 
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
-        [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]]
+        [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
+         [--train-on all|branch|prefix]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -33,7 +34,9 @@ model, IDM and SFT policy):
   ``NAME``; several make an ensemble that succeeds only where every member does, advances with a random
   member, and ends an episode as a failure once two members disagree by more than
   ``--max-disagreement`` metres) goes on from the real state reached, drawn by the simulator. Its real
-  env steps are its prefixes'. ``--quick`` fits a tiny single model on 16 SFT episodes.
+  env steps are its prefixes'. ``--train-on branch`` (``prefix``) has GRPO train only on the model's
+  (the real prefix's) chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny
+  single model on 16 SFT episodes.
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -180,12 +183,15 @@ def real_arm(
         env.close()
 
 
-def state_model_world(model_dirs: list[Path], real_steps: int, max_disagreement: float | None) -> Any:
+def state_model_world(
+    model_dirs: list[Path], real_steps: int, max_disagreement: float | None, train_on: str = "all"
+) -> Any:
     """A function of the real vector env returning the branched state-model world GRPO trains in:
     :class:`benchmarks._split_worlds.StateModelVectorEnv` with the state models in ``model_dirs`` (several:
     an ensemble, success on all members, a random member advancing, episodes ended as failures where the
     members disagree by more than ``max_disagreement`` metres), the first ``real_steps`` steps of each
-    trained episode real (GRPO trains on first episodes only: no prefix after an autoreset)."""
+    trained episode real (GRPO trains on first episodes only: no prefix after an autoreset). ``train_on``:
+    the chunks GRPO trains on, ``all``, the model's ``branch`` or the real ``prefix``."""
     from benchmarks._split_worlds import StateModelVectorEnv
     from worldmodels.object_dynamics import ObjectDynamics
 
@@ -194,7 +200,7 @@ def state_model_world(model_dirs: list[Path], real_steps: int, max_disagreement:
     def make(real: Any) -> Any:
         return StateModelVectorEnv(
             real, models if len(models) > 1 else models[0], max_disagreement=max_disagreement, gate="terminate",
-            real_steps=real_steps, prefix_after_autoreset=False,
+            real_steps=real_steps, prefix_after_autoreset=False, train_on=train_on,
         )
 
     return make
@@ -237,13 +243,14 @@ def run_one(
     real_steps: int = 24,
     max_disagreement: float | None = 0.025,
     quick_state_model: bool = False,
+    train_on: str = "all",
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
     ``state_models``: the run's arm-and-object state model folders (names in ``src``) for the
     ``sm_branch`` arm (none: no such arm), with ``real_steps`` real steps per episode and, for an
-    ensemble, ``max_disagreement``; ``quick_state_model``: the arm's model is a tiny one fitted here
-    (``benchmarks.state_model_rl.fit_quick_state_model``) instead."""
+    ensemble, ``max_disagreement``, GRPO training on ``train_on``'s chunks; ``quick_state_model``: the arm's
+    model is a tiny one fitted here (``benchmarks.state_model_rl.fit_quick_state_model``) instead."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -259,7 +266,8 @@ def run_one(
     if state_models or quick_state_model:
         names = ["quick"] if quick_state_model else list(state_models)
         sm_arm = {"state_models": names, "real_steps": int(real_steps),
-                  "max_disagreement": None if len(names) < 2 else max_disagreement}
+                  "max_disagreement": None if len(names) < 2 else max_disagreement,
+                  **({"train_on": train_on} if train_on != "all" else {})}
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -298,7 +306,7 @@ def run_one(
                 dirs = [model_dir]
             else:
                 dirs = [state_model_dir(src, n) for n in state_models]
-            make = state_model_world(dirs, sm_arm["real_steps"], sm_arm["max_disagreement"])
+            make = state_model_world(dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on)
             hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed, world=make)
         else:
             strategy = "start" if arm == "im_t0" else None
@@ -406,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-disagreement", type=float, default=0.025, metavar="METRES",
                    help="sm_branch with an ensemble: an episode ends as a failure once two members' tcp or cube "
                    "predictions lie further apart (default 0.025)")
+    p.add_argument("--train-on", default="all", choices=("all", "branch", "prefix"),
+                   help="sm_branch: the chunks GRPO trains on: all, the model's branches only, or the real "
+                   "prefixes only (scored by where the model's branch ends)")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
@@ -429,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.real_steps < 1 or not (math.isfinite(a.max_disagreement) and a.max_disagreement > 0):
         raise WmrlError(f"--real-steps {a.real_steps} must be >= 1 and --max-disagreement {a.max_disagreement} "
                         "a number of metres > 0")
+    if a.train_on != "all" and not (a.state_models or a.quick):
+        raise WmrlError(f"--train-on {a.train_on} splits the sm_branch arm's episodes; it needs --state-models")
     if a.quick and a.state_models:
         raise WmrlError(f"--state-models {' '.join(a.state_models)}: --quick fits its own tiny state model")
     if a.runs is None:
@@ -451,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in a.state_models:
                 state_model_dir(src, name)  # before any work
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
-                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick)
+                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))
