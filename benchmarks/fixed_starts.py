@@ -290,7 +290,7 @@ def run_one(
     for name in ("round_0", "real_rl"):
         if (src / name / "policy").exists():
             policies[name] = src / name / "policy"
-    world = round_0_world(src, cfg)
+    pixel_world = round_0_world(src, cfg)  # the imagination arms'
     arms: dict[str, Any] = {}
     quick_fit_steps = 0.0
     for arm in ARMS + ((STATE_MODEL_ARM,) if sm_arm else ()):
@@ -310,7 +310,7 @@ def run_one(
             hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed, world=make)
         else:
             strategy = "start" if arm == "im_t0" else None
-            hist = imagination_arm(src, cfg, world, keyframes, strategy, starts, iterations, out, progress, rl_seed)
+            hist = imagination_arm(src, cfg, pixel_world, keyframes, strategy, starts, iterations, out, progress, rl_seed)
         policies[arm] = out / "policy"
         arms[arm] = {
             "rl_iterations": len(hist),
