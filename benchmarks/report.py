@@ -586,6 +586,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "iterations: on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("fixed_starts_sm_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): on the "
      "pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+    ("fixed_starts_sm_it256.json", "same as fixed_starts_sm.json, sm_branch trained on to 256 iterations (resumed): "
+     "on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("fixed_starts_sm_branch.json", "same as fixed_starts_sm.json, GRPO trained on the model's branches only "
      "(--train-on branch): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ""),
     ("fixed_starts_sm_prefix.json", "same, GRPO trained on the real prefixes only, scored by where the model's branch "
