@@ -73,15 +73,20 @@ def _pool(d: dict, name: str = "pool64", k: int = 8) -> str:
     return f"{_variant(d, name)}; on the pool's starts, sampled: {_fmt(first)} -> {_fmt(last)}"
 
 
+def _arm_vs_sft(succ: dict, diff: dict, arm: str) -> str:
+    """``success (paired difference from SFT +- s.e.)`` of one fixed_starts arm."""
+    return f"{_fmt(succ[arm])} ({diff[arm]['diff']:+.3f} +- {diff[arm]['se']:.3f})"
+
+
 def _fixed_starts(d: dict, field: str = "pool") -> str:
     """benchmarks.fixed_starts: SFT -> each arm (its paired difference from SFT +- s.e.), on the pool or held out."""
+    from benchmarks.fixed_starts import ARMS, STATE_MODEL_ARM
+
     succ, diff = d.get(f"{field}_success") or {}, d.get(f"{field}_vs_sft") or {}
     if "sft" not in succ:
         return "not run"
-    arms = [a for a in ("im_t0", "im_kir", "real_pool", "sm_branch") if a in diff]
-    return f"{_fmt(succ['sft'])} -> " + " / ".join(
-        f"{_fmt(succ[a])} ({diff[a]['diff']:+.3f} +- {diff[a]['se']:.3f})" for a in arms
-    )
+    arms = [a for a in (*ARMS, STATE_MODEL_ARM) if a in diff]
+    return f"{_fmt(succ['sft'])} -> " + " / ".join(_arm_vs_sft(succ, diff, a) for a in arms)
 
 
 def _fixed_starts_arm(d: dict, arm: str) -> str:
@@ -92,7 +97,7 @@ def _fixed_starts_arm(d: dict, arm: str) -> str:
         succ, diff = d.get(f"{field}_success") or {}, d.get(f"{field}_vs_sft") or {}
         if arm not in diff:
             return "not run"
-        out.append(f"{_fmt(succ[arm])} ({diff[arm]['diff']:+.3f} +- {diff[arm]['se']:.3f})")
+        out.append(_arm_vs_sft(succ, diff, arm))
     runs = list((d.get("runs") or {}).values())
     steps = [r["real_env_steps"][arm] for r in runs if arm in r.get("real_env_steps", {})]
     return " / ".join(out) + (f"; {sum(steps) / len(steps):,.0f} real steps per run" if steps else "")

@@ -918,17 +918,24 @@ def test_the_fixed_start_pool_is_the_one_real_grpo_with_start_pool_trains_on():
     env = ActionChunkWrapper(
         envs.make_vec(layout, 8, image_size=32, autoreset_mode="same_step", seed=0), 2, frames="chunk_end"
     )
+    _, resets = grpo_resets(env, GRPOConfig(iterations=3, group_size=4, max_chunks=1, start_pool=4, seed=7))
+    task_ids, seeds = pool_starts(tasks, 2, 7)
+    used = {(layout[i], s) for r in resets for i, s in enumerate(r)}
+    assert used == set(zip(task_ids, seeds, strict=True)) and len(resets) == 3
+
+
+def grpo_resets(env, cfg: GRPOConfig) -> tuple[list[dict], list[list[int]]]:
+    """GRPO with ``cfg`` from a TinyGaussianPolicy in ``env`` (closed after): its history, and the seeds of
+    every reset it asked for (one list per reset)."""
     resets: list[list[int]] = []
     reset = env.reset
     env.reset = lambda **kw: (resets.append(list(kw["seed"])), reset(**kw))[1]
     try:
-        train_grpo(env, TinyGaussianPolicy(state_dim=env.single_observation_space["state"].shape[0]),
-                   GRPOConfig(iterations=3, group_size=4, max_chunks=1, start_pool=4, seed=7), progress=False)
+        hist = train_grpo(env, TinyGaussianPolicy(state_dim=env.single_observation_space["state"].shape[0]), cfg,
+                          progress=False)
     finally:
         env.close()
-    task_ids, seeds = pool_starts(tasks, 2, 7)
-    used = {(layout[i], s) for r in resets for i, s in enumerate(r)}
-    assert used == set(zip(task_ids, seeds, strict=True)) and len(resets) == 3
+    return hist, resets
 
 
 class _FrameSpy(TinyGaussianPolicy):

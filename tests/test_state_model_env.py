@@ -644,10 +644,10 @@ def test_the_fixed_start_branch_world_trains_on_the_pool_and_counts_its_real_pre
     """benchmarks.fixed_starts' sm_branch arm: GRPO with rl.start_pool=P in the state model world resets
     the real env to exactly the pool's starts, and every trained episode's first real_steps steps are
     real ones, counted as its real env steps."""
-    from test_rl import TinyGaussianPolicy
+    from test_rl import grpo_resets
 
     from benchmarks.fixed_starts import pool_starts, state_model_world
-    from imagination.grpo import GRPOConfig, train_grpo
+    from imagination.grpo import GRPOConfig
     from imagination.pipeline import rl_task_layout
 
     _model().save_pretrained(tmp_path / "sm")
@@ -657,14 +657,7 @@ def test_the_fixed_start_branch_world_trains_on_the_pool_and_counts_its_real_pre
     env = ActionChunkWrapper(
         world(envs.make_vec(layout, 8, image_size=32, autoreset_mode="same_step", seed=0)), 2, frames="chunk_end"
     )
-    resets: list[list[int]] = []
-    reset = env.reset
-    env.reset = lambda **kw: (resets.append(list(kw["seed"])), reset(**kw))[1]
-    try:
-        hist = train_grpo(env, TinyGaussianPolicy(state_dim=env.single_observation_space["state"].shape[0]),
-                          GRPOConfig(iterations=3, group_size=4, max_chunks=4, start_pool=4, seed=7), progress=False)
-    finally:
-        env.close()
+    hist, resets = grpo_resets(env, GRPOConfig(iterations=3, group_size=4, max_chunks=4, start_pool=4, seed=7))
     task_ids, seeds = pool_starts(tasks, 2, 7)
     assert {(layout[i], s) for r in resets for i, s in enumerate(r)} == set(zip(task_ids, seeds, strict=True))
     assert [h["real_prefix_steps"] for h in hist] == [8 * k] * 3
