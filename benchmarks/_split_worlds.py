@@ -283,8 +283,8 @@ class ModelDrawnRealWorld:
 
 
 class RendererAnchors:
-    """What a learned :class:`worldmodels.state_renderer.StateRenderer` draws from: each sub-env's real first
-    frame of its episode and its states there (``arrays``: ``image`` uint8 (N, H, W, 3), ``proprio`` (N, P),
+    """What a learned :class:`worldmodels.state_renderer.StateRenderer` draws from: each sub-env's real anchor
+    frame (its episode's first, or the real frame a model branch starts from) and its states there (``arrays``: ``image`` uint8 (N, H, W, 3), ``proprio`` (N, P),
     ``objs`` (N, O, 3); None before the first reset)."""
 
     def __init__(self, renderer: Any):
@@ -292,7 +292,7 @@ class RendererAnchors:
         self.arrays: dict[str, np.ndarray] | None = None
 
     def set(self, mask: np.ndarray, image: np.ndarray, proprio: np.ndarray, objs: np.ndarray) -> None:
-        """The sub-envs in ``mask`` (N,) start an episode: (N, ...) arrays of every sub-env, of which the
+        """The sub-envs in ``mask`` (N,) take a new anchor: (N, ...) arrays of every sub-env, of which the
         masked rows are kept (the first call keeps all)."""
         new = {"image": np.asarray(image), "proprio": np.asarray(proprio, np.float32), "objs": np.asarray(objs, np.float32)}
         if self.arrays is None:
@@ -451,8 +451,10 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             (``train_on="branch"``, the default then). A full reset whose groups do not start from
             one state is an error. 1: every sub-env runs its own prefix.
         renderer: a learned :class:`worldmodels.state_renderer.StateRenderer` that draws the model's states
-            instead of the simulator: each frame from the sub-env's real first frame of its episode (its
-            anchor, the real reset's) and the states. None: the simulator's renderer draws them.
+            instead of the simulator: each frame from a real anchor frame and the states. The anchor is the
+            sub-env's real first frame of its episode (the real reset's), or, after a real prefix, the
+            prefix's last real frame, where the model's branch starts (always drawn for it, also when
+            skipped). None: the simulator's renderer draws them.
         train_on: which steps' chunks the RL update trains on: ``all``; ``prefix`` (the real prefix
             only: the policy's real actions, scored by where the model's branch ends up); or
             ``branch`` (the model's steps only). Otherwise ``info["untrained"]`` (N,) marks the others
@@ -688,9 +690,11 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
         if self.share_prefix > 1 and prefix.any():  # the members follow their leader through the prefix
             lead = np.repeat(a[:: self.share_prefix], self.share_prefix, axis=0)
             a = np.where(prefix[:, None], lead, a).astype(np.float32)
+        # sub-envs whose prefix ends with this step: a learned renderer draws their branch from its last real frame
+        handover = prefix & (self._steps + 1 == self.real_steps) if self.anchors is not None else None
         phys = None
         if prefix.any():  # the physics draws only what is shown of it: the prefix sub-envs' frames
-            self.env.skip_next_frames(undrawn | ~prefix)
+            self.env.skip_next_frames((undrawn if handover is None else undrawn & ~handover) | ~prefix)
             phys = self._real_step(a, prefix)
             undrawn |= prefix
         success = self.rollout.step(a[:, None])
@@ -700,6 +704,8 @@ class StateModelVectorEnv(gymnasium.vector.VectorEnv):
             ids, r_obs, r_reward, r_info, env_states, prev_p, prev_o = phys
             success[prefix] = np.asarray(r_info["success"], bool)[prefix]
             self.rollout.restart(ids, r_obs["state"][ids], env_states[ids], prev_p, prev_o)
+            if handover is not None and handover.any():  # the branch's anchor: the real frame it starts from
+                self.anchors.set(handover, r_obs["image"], r_obs["state"], self.rollout.objs.numpy())
         self._steps += 1
         terminated = success.copy()
         truncated = (self._steps >= self.max_steps) & ~terminated

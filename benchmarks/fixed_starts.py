@@ -5,7 +5,7 @@ Usage::
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
-         [--train-on all|branch|prefix]]
+         [--train-on all|branch|prefix] [--renderer NAME]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -33,10 +33,12 @@ model, IDM and SFT policy):
   simulator's, with the policy being trained, and the arm-and-object state model (the run's folders
   ``NAME``; several make an ensemble that succeeds only where every member does, advances with a random
   member, and ends an episode as a failure once two members disagree by more than
-  ``--max-disagreement`` metres) goes on from the real state reached, drawn by the simulator. Its real
-  env steps are its prefixes'. ``--train-on branch`` (``prefix``) has GRPO train only on the model's
-  (the real prefix's) chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny
-  single model on 16 SFT episodes.
+  ``--max-disagreement`` metres) goes on from the real state reached, drawn by the simulator, or with
+  ``--renderer NAME`` by the run's learned :class:`worldmodels.state_renderer.StateRenderer` from the real
+  frame the branch starts from (then every part of the branch is learned). Its real env steps are its
+  prefixes'. ``--train-on branch`` (``prefix``) has GRPO train only on the model's (the real prefix's)
+  chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny single model on 16
+  SFT episodes (and a tiny renderer with ``--renderer quick``).
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -184,23 +186,29 @@ def real_arm(
 
 
 def state_model_world(
-    model_dirs: list[Path], real_steps: int, max_disagreement: float | None, train_on: str = "all"
+    model_dirs: list[Path], real_steps: int, max_disagreement: float | None, train_on: str = "all",
+    renderer_dir: Path | None = None,
 ) -> Any:
     """A function of the real vector env returning the branched state-model world GRPO trains in:
     :class:`benchmarks._split_worlds.StateModelVectorEnv` with the state models in ``model_dirs`` (several:
     an ensemble, success on all members, a random member advancing, episodes ended as failures where the
     members disagree by more than ``max_disagreement`` metres), the first ``real_steps`` steps of each
     trained episode real (GRPO trains on first episodes only: no prefix after an autoreset). ``train_on``:
-    the chunks GRPO trains on, ``all``, the model's ``branch`` or the real ``prefix``."""
+    the chunks GRPO trains on, ``all``, the model's ``branch`` or the real ``prefix``. ``renderer_dir``: a
+    learned :class:`worldmodels.state_renderer.StateRenderer` draws the model's branches (from the real frame
+    each starts from) instead of the simulator, so every part of the branch is learned; None: the
+    simulator draws them."""
     from benchmarks._split_worlds import StateModelVectorEnv
     from worldmodels.object_dynamics import ObjectDynamics
+    from worldmodels.state_renderer import StateRenderer
 
     models = [ObjectDynamics.from_pretrained(d) for d in model_dirs]
+    renderer = None if renderer_dir is None else StateRenderer.from_pretrained(renderer_dir)
 
     def make(real: Any) -> Any:
         return StateModelVectorEnv(
             real, models if len(models) > 1 else models[0], max_disagreement=max_disagreement, gate="terminate",
-            real_steps=real_steps, prefix_after_autoreset=False, train_on=train_on,
+            real_steps=real_steps, prefix_after_autoreset=False, train_on=train_on, renderer=renderer,
         )
 
     return make
@@ -244,13 +252,16 @@ def run_one(
     max_disagreement: float | None = 0.025,
     quick_state_model: bool = False,
     train_on: str = "all",
+    renderer: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
     ``state_models``: the run's arm-and-object state model folders (names in ``src``) for the
     ``sm_branch`` arm (none: no such arm), with ``real_steps`` real steps per episode and, for an
-    ensemble, ``max_disagreement``, GRPO training on ``train_on``'s chunks; ``quick_state_model``: the arm's
-    model is a tiny one fitted here (``benchmarks.state_model_rl.fit_quick_state_model``) instead."""
+    ensemble, ``max_disagreement``, GRPO training on ``train_on``'s chunks, and the branches drawn by the
+    run's learned renderer ``renderer`` (a folder name in ``src``; None: by the simulator);
+    ``quick_state_model``: the arm's model (and renderer, if any) is a tiny one fitted here
+    (``benchmarks.state_model_rl.fit_quick_state_model``, ``state_model_ranking.fit_quick_renderer``) instead."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -267,7 +278,8 @@ def run_one(
         names = ["quick"] if quick_state_model else list(state_models)
         sm_arm = {"state_models": names, "real_steps": int(real_steps),
                   "max_disagreement": None if len(names) < 2 else max_disagreement,
-                  **({"train_on": train_on} if train_on != "all" else {})}
+                  **({"train_on": train_on} if train_on != "all" else {}),
+                  **({"renderer": "quick" if quick_state_model else renderer} if renderer else {})}
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -306,7 +318,15 @@ def run_one(
                 dirs = [model_dir]
             else:
                 dirs = [state_model_dir(src, n) for n in state_models]
-            make = state_model_world(dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on)
+            drawer = None
+            if renderer and quick_state_model:
+                from benchmarks.state_model_ranking import fit_quick_renderer
+
+                drawer = work / "renderer_quick"
+                fit_quick_renderer(src, drawer)
+            elif renderer:
+                drawer = src / renderer
+            make = state_model_world(dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on, drawer)
             hist = real_arm(src, cfg, starts, real_iterations, out, progress, rl_seed, world=make)
         else:
             strategy = "start" if arm == "im_t0" else None
@@ -417,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-on", default="all", choices=("all", "branch", "prefix"),
                    help="sm_branch: the chunks GRPO trains on: all, the model's branches only, or the real "
                    "prefixes only (scored by where the model's branch ends)")
+    p.add_argument("--renderer", default=None, metavar="NAME",
+                   help="sm_branch: a learned state renderer's folder in each run draws the model's branches "
+                   "(from the real frame each starts from) instead of the simulator: a world of learned parts "
+                   "(with --quick: a tiny one fitted here, NAME 'quick')")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
@@ -444,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--train-on {a.train_on} splits the sm_branch arm's episodes; it needs --state-models")
     if a.quick and a.state_models:
         raise WmrlError(f"--state-models {' '.join(a.state_models)}: --quick fits its own tiny state model")
+    if a.renderer is not None and not (a.state_models or a.quick):
+        raise WmrlError(f"--renderer {a.renderer} draws the sm_branch arm's branches; it needs --state-models")
+    if a.quick and a.renderer not in (None, "quick"):
+        raise WmrlError(f"--renderer {a.renderer}: --quick fits its own tiny renderer; pass --renderer quick")
     if a.runs is None:
         a.runs = ([Path("runs/imagination_lift_quick/seed_0")] if a.quick
                   else [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)])
@@ -463,8 +491,12 @@ def main(argv: list[str] | None = None) -> int:
 
             for name in a.state_models:
                 state_model_dir(src, name)  # before any work
+            if a.renderer is not None:
+                from worldmodels.state_renderer import StateRenderer
+
+                StateRenderer.from_pretrained(src / a.renderer)  # a missing or corrupt one: before any work
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
-                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on)
+                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))

@@ -661,3 +661,19 @@ def test_the_fixed_start_branch_world_trains_on_the_pool_and_counts_its_real_pre
     task_ids, seeds = pool_starts(tasks, 2, 7)
     assert {(layout[i], s) for r in resets for i, s in enumerate(r)} == set(zip(task_ids, seeds, strict=True))
     assert [h["real_prefix_steps"] for h in hist] == [8 * k] * 3
+
+
+def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp_path):
+    from benchmarks.fixed_starts import main
+
+    out = ["--runs", str(tmp_path / "run"), "--work", str(tmp_path / "w"), "--out", str(tmp_path / "r.json")]
+    for args, msg in (
+        (["--train-on", "branch"], r"--train-on branch splits the sm_branch arm's episodes; it needs --state-models"),
+        (["--renderer", "renderer"], r"--renderer renderer draws the sm_branch arm's branches; it needs --state-models"),
+        (["--quick", "--renderer", "renderer"], r"--renderer renderer: --quick fits its own tiny renderer; pass --renderer quick"),
+        (["--quick", "--state-models", "od"], r"--state-models od: --quick fits its own tiny state model"),
+        (["--real-steps", "0"], r"--real-steps 0 must be >= 1"),
+    ):
+        with pytest.raises(WmrlError, match=msg):
+            main(out + args)
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "w").exists()

@@ -148,6 +148,37 @@ def test_state_world_drawn_by_the_renderer_draws_from_each_episodes_real_first_f
         StateModelVectorEnv(envs.make_vec(TASKS, 2, seed=0), _arm_model(), renderer=renderer)
 
 
+def test_a_branch_after_a_real_prefix_is_drawn_from_the_prefixs_last_real_frame():
+    """With real_steps=K and a renderer, the model's branch is anchored on the real frame where it starts
+    (drawn for the anchor even when the caller skips that step's frames), not on the episode's first."""
+    torch.manual_seed(0)
+    renderer = StateRenderer(_config())
+
+    def real():
+        return envs.make_vec(TASKS, 2, image_size=SIZE, autoreset_mode="same_step", max_episode_steps=8, seed=0)
+
+    twin, env = real(), StateModelVectorEnv(real(), _arm_model(), renderer=renderer, real_steps=2)
+    first_t, _ = twin.reset(seed=[5, 6])
+    env.reset(seed=[5, 6])
+    acts = [np.random.default_rng(t).uniform(-1, 1, (2, 7)).astype(np.float32) for t in range(3)]
+    for t in range(2):  # the real prefix, its frames skipped by the caller
+        obs_t, *_ = twin.step(acts[t])
+        env.skip_next_frames(np.ones(2, bool))
+        obs, *_ = env.step(acts[t])
+        np.testing.assert_array_equal(obs["state"], obs_t["state"])
+    objs = twin.unwrapped.environment_state()[:, :9].reshape(2, 3, 3).astype(np.float32)
+    anchor = env.anchors.arrays
+    np.testing.assert_array_equal(anchor["image"], obs_t["image"])
+    assert not np.array_equal(anchor["image"], first_t["image"])  # the arm moved in the prefix
+    np.testing.assert_array_equal(anchor["proprio"], obs_t["state"])
+    np.testing.assert_allclose(anchor["objs"], objs, atol=1e-6)
+    obs, *_ = env.step(acts[2])  # the model's first step, drawn from the hand-over frame
+    want = renderer.draw(obs_t["image"], obs_t["state"], objs, env.rollout.now.numpy(), env.rollout.objs.numpy())
+    np.testing.assert_array_equal(obs["image"], want)
+    twin.close()
+    env.close()
+
+
 def test_real_env_drawn_by_the_renderer_keeps_the_real_dynamics_and_draws_from_real_states():
     from benchmarks._split_worlds import RendererDrawnRealEnv
 
