@@ -63,6 +63,9 @@ from benchmarks._stats import run_keys
 
 ARMS = ("im_t0", "im_kir", "real_pool")
 STATE_MODEL_ARM = "sm_branch"
+# co-evolution rounds after sm_branch (arms NAME_r): GRPO on in the state models fitted again on the rounds' real
+# pool rollouts, and the control, GRPO on in the unchanged state models
+COEVOLUTION_ARMS = ("sm_coevo", "sm_more")
 
 
 def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
@@ -163,18 +166,19 @@ def imagination_arm(
 
 def real_arm(
     src: Path, cfg: Any, starts: int, iterations: int, out: Path, progress: bool, rl_seed: int = 0,
-    world: Any = None,
+    world: Any = None, policy_dir: Path | None = None,
 ) -> list[dict]:
     """GRPO on the pool from the real simulator's starts (the run's real-RL layout, seed and reward).
     ``world``: None trains in the real simulator; else a function of the real (same-step) vector env
-    returning the env GRPO trains in instead (:func:`state_model_world`)."""
+    returning the env GRPO trains in instead (:func:`state_model_world`). ``policy_dir``: the policy GRPO
+    starts from (default: the run's SFT policy)."""
     import envs
     from envs.wrappers import ActionChunkWrapper
     from imagination.pipeline import real_rl_env, rl_task_layout
     from policies import load_policy
 
     tasks = envs.resolve_tasks(cfg.suite)
-    policy = load_policy(src / "sft" / "policy")
+    policy = load_policy(policy_dir or src / "sft" / "policy")
     full = envs.full_episode_chunks(tasks, policy.chunk_size)
     rcfg = _grpo_config(cfg, seed=rl_seeds(cfg, rl_seed)[1], start_pool=starts, iterations=iterations, max_chunks=full)
     real = real_rl_env(cfg, rl_task_layout(tasks, cfg.real_rl_num_envs, rcfg.group_size))
@@ -212,6 +216,39 @@ def state_model_world(
         )
 
     return make
+
+
+def refit_state_models(demos: Any, dirs: list[Path], rollouts: list[Any], out: Path) -> list[Path]:
+    """Each state model in ``dirs`` fitted again, with its own config and seed (a bootstrap member draws
+    again), on the ``demos`` plus the real pool ``rollouts`` (``wmrl.data.Trajectories`` with environment
+    states; ``demos`` may be a function returning them, called only if a fit is needed), into
+    ``out/<its folder name>`` (a finished fit there is kept: resumable); the new folders."""
+    from wmrl.data import Trajectories
+    from worldmodels.object_dynamics import ObjectDynamics, fit_object_dynamics
+
+    data, new = None, []
+    for d in dirs:
+        target = out / Path(d).name
+        if not (target / "config.json").is_file():  # written last: a fit stopped half way is redone
+            if data is None:
+                data = Trajectories.concat([demos() if callable(demos) else demos, *rollouts])
+            model, metrics = fit_object_dynamics(data, ObjectDynamics.from_pretrained(d).config, progress=False)
+            model.save_pretrained(target, metrics)
+        new.append(target)
+    return new
+
+
+def _arm_stats(hist: list[dict], t_arm: float) -> dict[str, Any]:
+    """What a result records of one RL arm's history (``t_arm``: its start, ``time.perf_counter``)."""
+    return {
+        "rl_iterations": len(hist),
+        "policy_updates": int(sum(1 for h in hist if not h.get("update_skipped"))),
+        "train_env_steps": float(sum(h.get("env_steps", 0.0) for h in hist)),
+        "train_success_by_iteration": [float(h.get("success_rate", np.nan)) for h in hist],
+        "valid_frac_mean": float(np.mean([h.get("valid_frac", 1.0) for h in hist])) if hist else float("nan"),
+        "real_prefix_steps": float(sum(h.get("real_prefix_steps", 0.0) for h in hist)),
+        "rl_time_s": time.perf_counter() - t_arm,
+    }
 
 
 def _check_pool(cfg: Any, starts: int) -> None:
@@ -253,6 +290,7 @@ def run_one(
     quick_state_model: bool = False,
     train_on: str = "all",
     renderer: str | None = None,
+    coevolution_rounds: int = 0,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
@@ -261,10 +299,15 @@ def run_one(
     ensemble, ``max_disagreement``, GRPO training on ``train_on``'s chunks, and the branches drawn by the
     run's learned renderer ``renderer`` (a folder name in ``src``; None: by the simulator);
     ``quick_state_model``: the arm's model (and renderer, if any) is a tiny one fitted here
-    (``benchmarks.state_model_rl.fit_quick_state_model``, ``state_model_ranking.fit_quick_renderer``) instead."""
+    (``benchmarks.state_model_rl.fit_quick_state_model``, ``state_model_ranking.fit_quick_renderer``) instead.
+    ``coevolution_rounds`` R: after ``sm_branch``, R rounds of two arms each, both ``real_iterations`` more of
+    GRPO from the previous round's policy (round 1: ``sm_branch``'s): ``sm_coevo_r`` in the state models fitted
+    again (:func:`refit_state_models`) on the demos plus the real pool rollouts of every earlier policy of
+    its line (World-VLA-Loop's co-evolution), and ``sm_more_r`` in the unchanged ones (the control)."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
+    from wmrl.data import load_trajectories
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
 
@@ -279,7 +322,10 @@ def run_one(
         sm_arm = {"state_models": names, "real_steps": int(real_steps),
                   "max_disagreement": None if len(names) < 2 else max_disagreement,
                   **({"train_on": train_on} if train_on != "all" else {}),
-                  **({"renderer": "quick" if quick_state_model else renderer} if renderer else {})}
+                  **({"renderer": "quick" if quick_state_model else renderer} if renderer else {}),
+                  **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {})}
+    elif coevolution_rounds:
+        raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -332,20 +378,35 @@ def run_one(
             strategy = "start" if arm == "im_t0" else None
             hist = imagination_arm(src, cfg, pixel_world, keyframes, strategy, starts, iterations, out, progress, rl_seed)
         policies[arm] = out / "policy"
-        arms[arm] = {
-            "rl_iterations": len(hist),
-            "policy_updates": int(sum(1 for h in hist if not h.get("update_skipped"))),
-            "train_env_steps": float(sum(h.get("env_steps", 0.0) for h in hist)),
-            "train_success_by_iteration": [float(h.get("success_rate", np.nan)) for h in hist],
-            "valid_frac_mean": float(np.mean([h.get("valid_frac", 1.0) for h in hist])) if hist else float("nan"),
-            "real_prefix_steps": float(sum(h.get("real_prefix_steps", 0.0) for h in hist)),
-            "rl_time_s": time.perf_counter() - t_arm,
-        }
+        arms[arm] = _arm_stats(hist, t_arm)
+    played: dict[str, tuple] = {}  # policy name -> its pool episodes (Trajectories, stats)
+    real_steps_of: dict[str, float] = {}
+    if sm_arm:  # the branched arm's real prefixes (and the quick model's fitting episodes)
+        real_steps_of[STATE_MODEL_ARM] = arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps
+    rollouts: list[Any] = []  # the co-evolving line's real pool rollouts so far
+    for r in range(1, coevolution_rounds + 1):
+        coevo, more = (f"{k}_{r}" for k in COEVOLUTION_ARMS)
+        prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in COEVOLUTION_ARMS}
+        played[prev["sm_coevo"]] = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
+        rollouts.append(played[prev["sm_coevo"]][0])
+        refit = refit_state_models(lambda: load_trajectories(src / "data"), dirs, rollouts, work / coevo / "state_models")
+        for name, kind, world_dirs in ((coevo, "sm_coevo", refit), (more, "sm_more", dirs)):
+            t_arm = time.perf_counter()
+            make = state_model_world(world_dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on, drawer)
+            hist = real_arm(src, cfg, starts, real_iterations, work / name, progress, rl_seed, world=make,
+                            policy_dir=policies[prev[kind]])
+            policies[name] = work / name / "policy"
+            arms[name] = _arm_stats(hist, t_arm)
+            # every real step of the line: the rounds' prefixes and, for co-evolution, the pool rollouts fitted on
+            used = arms[name]["real_prefix_steps"]
+            if kind == "sm_coevo":
+                used += float(played[prev[kind]][1]["first_episode_steps"])
+            real_steps_of[name] = real_steps_of[prev[kind]] + used
     pool_outcomes: dict[str, list[int]] = {"sft": [int(x) for x in keyframes.episode_success]}
     held: dict[str, Any] = {}
     for name, folder in policies.items():
         if name != "sft":
-            traj, _ = play_pool(load_policy(folder), task_ids, seeds, env_kwargs)
+            traj, _ = played.get(name) or play_pool(load_policy(folder), task_ids, seeds, env_kwargs)
             pool_outcomes[name] = [int(x) for x in traj.episode_success]
         if held_out:
             stage = {"sft": "eval_sft", "round_0": "round_0", "real_rl": "real_rl"}.get(name)
@@ -364,8 +425,7 @@ def run_one(
         "real_env_steps": {
             "sft_pool_episodes": float(sft_stats["first_episode_steps"]),
             "real_pool": arms["real_pool"]["train_env_steps"],
-            # the branched arm's real prefixes (and the quick model's fitting episodes)
-            **({STATE_MODEL_ARM: arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps} if sm_arm else {}),
+            **real_steps_of,
         },
         "state_model_arm": sm_arm,
         "iterations": iterations,
@@ -441,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="sm_branch: a learned state renderer's folder in each run draws the model's branches "
                    "(from the real frame each starts from) instead of the simulator: a world of learned parts "
                    "(with --quick: a tiny one fitted here, NAME 'quick')")
+    p.add_argument("--coevolution-rounds", type=int, default=None, metavar="R",
+                   help="after sm_branch, R co-evolution rounds: GRPO goes on (--real-iterations each) in the state "
+                   "models fitted again on the demos plus the line's real pool rollouts (sm_coevo_r), and in the "
+                   "unchanged ones (sm_more_r, the control) (default 0; quick: 1)")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
@@ -470,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
         raise WmrlError(f"--state-models {' '.join(a.state_models)}: --quick fits its own tiny state model")
     if a.renderer is not None and not (a.state_models or a.quick):
         raise WmrlError(f"--renderer {a.renderer} draws the sm_branch arm's branches; it needs --state-models")
+    a.coevolution_rounds = (1 if a.quick else 0) if a.coevolution_rounds is None else a.coevolution_rounds
+    if a.coevolution_rounds < 0 or (a.coevolution_rounds and not (a.state_models or a.quick)):
+        raise WmrlError(f"--coevolution-rounds {a.coevolution_rounds} must be >= 0, and > 0 goes on from the "
+                        "sm_branch arm: it needs --state-models")
     if a.quick and a.renderer not in (None, "quick"):
         raise WmrlError(f"--renderer {a.renderer}: --quick fits its own tiny renderer; pass --renderer quick")
     if a.runs is None:
@@ -496,7 +564,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 StateRenderer.from_pretrained(src / a.renderer)  # a missing or corrupt one: before any work
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
-                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer)
+                     tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
+                     a.coevolution_rounds)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))

@@ -597,6 +597,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(--train-on branch): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ""),
     ("fixed_starts_sm_prefix.json", "same, GRPO trained on the real prefixes only, scored by where the model's branch "
      "ends (--train-on prefix): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ""),
+    ("fixed_starts_sm_k12.json", "same as fixed_starts_sm.json with half the real prefix (--real-steps 12 of about "
+     "60): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "

@@ -3,6 +3,8 @@ state model's dynamics drawn by the simulator; its reward is the task's rule on 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -673,7 +675,38 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
         (["--quick", "--renderer", "renderer"], r"--renderer renderer: --quick fits its own tiny renderer; pass --renderer quick"),
         (["--quick", "--state-models", "od"], r"--state-models od: --quick fits its own tiny state model"),
         (["--real-steps", "0"], r"--real-steps 0 must be >= 1"),
+        (["--coevolution-rounds", "1"], r"--coevolution-rounds 1 must be >= 0, and > 0 goes on from the sm_branch arm"),
     ):
         with pytest.raises(WmrlError, match=msg):
             main(out + args)
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "w").exists()
+
+
+def test_refit_state_models_fits_every_member_again_on_demos_and_rollouts_and_resumes(tmp_path, monkeypatch):
+    """benchmarks.fixed_starts' co-evolution rounds: each ensemble member is fitted again with its own config
+    and seed on the demos plus the real rollouts; a finished refit is kept."""
+    import benchmarks.fixed_starts as fs
+    from imagination.coevolution import record_rollouts
+    from worldmodels.object_dynamics import fit_object_dynamics
+
+    env = envs.make_vec(TASKS * 2, 4, image_size=32, autoreset_mode="same_step", seed=0)
+    expert = envs.make_expert(env, noise=0.3, seed=0)
+    demos, _ = record_rollouts(env, lambda obs, instr: expert.act()[:, None], 8, 1, seed=0)
+    rollouts, _ = record_rollouts(env, lambda obs, instr: expert.act()[:, None], 4, 1, seed=50)
+    env.close()
+    dirs = []
+    for seed in (1, 2):
+        c = ObjectDynamicsConfig(arm=True, hidden=8, layers=1, steps=5, batch_size=16, bootstrap=True, seed=seed)
+        model, metrics = fit_object_dynamics(demos, c, progress=False)
+        model.save_pretrained(tmp_path / f"m{seed}", metrics)
+        dirs.append(tmp_path / f"m{seed}")
+    new = fs.refit_state_models(demos, dirs, [rollouts], tmp_path / "refit")
+    assert new == [tmp_path / "refit" / "m1", tmp_path / "refit" / "m2"]
+    for old, d in zip(dirs, new, strict=True):
+        a, b = ObjectDynamics.from_pretrained(old), ObjectDynamics.from_pretrained(d)
+        assert a.config == b.config
+        meta = [json.loads((x / "config.json").read_text())["metrics"] for x in (old, d)]
+        assert (meta[0]["test_episodes"] + meta[0]["train_episodes"], meta[1]["test_episodes"] + meta[1]["train_episodes"]) == (8, 12)
+        assert not torch.equal(a.arm[-1].weight, b.arm[-1].weight)
+    monkeypatch.setattr("worldmodels.object_dynamics.fit_object_dynamics", lambda *a, **k: pytest.fail("refitted"))
+    assert fs.refit_state_models(lambda: pytest.fail("loaded the demos"), dirs, [rollouts], tmp_path / "refit") == new
