@@ -5,7 +5,7 @@ Usage::
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
-         [--train-on all|branch|prefix] [--renderer NAME]]
+         [--train-on all|branch|prefix] [--renderer NAME] [--coevolution-rounds R]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -39,6 +39,12 @@ model, IDM and SFT policy):
   prefixes'. ``--train-on branch`` (``prefix``) has GRPO train only on the model's (the real prefix's)
   chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny single model on 16
   SFT episodes (and a tiny renderer with ``--renderer quick``).
+* **Co-evolution on the pool** (``--coevolution-rounds R``; quick: 1): after ``sm_branch``, each round
+  plays the line's last policy on the pool in the real simulator, fits every state model again (its own
+  config and seed) on the demos plus all the line's pool rollouts so far, and trains GRPO on from that
+  policy for ``--real-iterations`` in the refitted world (``sm_coevo_r``). The control, ``sm_more_r``, trains
+  as long from its own line's policy in the unchanged models, so the two differ in the refit alone. Their
+  real env steps count the prefixes of every round and, for ``sm_coevo_r``, the pool rollouts fitted on.
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
