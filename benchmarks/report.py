@@ -604,6 +604,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_it16_rlseed1.json", "the --rl-seed 1 pool, 16 iterations of each RL arm (real GRPO at sm_branch "
      "K=12's real budget): on the pool / held out",
      lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ""),
+    ("fixed_starts_sm_renderer.json", "same as fixed_starts_sm.json, the model's branches drawn by the run's learned "
+     "state renderer from the real frame each starts from (--renderer renderer: dynamics and drawing learned): on the "
+     "pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+    ("fixed_starts_sm_renderer_k12.json", "same, 12 real steps per episode (--real-steps 12): on the pool / held out",
+     lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+    ("fixed_starts_sm_renderer_k12_rlseed1.json", "same, repeated with another pool, GRPO starts and noise "
+     "(--rl-seed 1): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
