@@ -284,8 +284,9 @@ class ModelDrawnRealWorld:
 
 class RendererAnchors:
     """What a learned :class:`worldmodels.state_renderer.StateRenderer` draws from: each sub-env's real anchor
-    frame (its episode's first, or the real frame a model branch starts from) and its states there (``arrays``: ``image`` uint8 (N, H, W, 3), ``proprio`` (N, P),
-    ``objs`` (N, O, 3); None before the first reset)."""
+    frame (its episode's first, or the real frame a model branch starts from) and its states there
+    (``arrays``: ``image`` uint8 (N, H, W, 3), ``proprio`` (N, P), ``objs`` (N, O, 3); None before the first
+    reset)."""
 
     def __init__(self, renderer: Any):
         self.renderer = renderer.eval()
