@@ -611,6 +611,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("fixed_starts_sm_renderer_k12_rlseed1.json", "same, repeated with another pool, GRPO starts and noise "
      "(--rl-seed 1): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+    ("fixed_starts_sm_renderer_k12_it256.json", "same as fixed_starts_sm_renderer_k12.json, trained on to 256 "
+     "iterations (resumed; beside real GRPO at 256): on the pool / held out",
+     lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
     ("fixed_starts_sm_coevo.json", "same pool, co-evolution after fixed_starts_sm.json's sm_branch (--coevolution-rounds "
      "1): 64 more GRPO iterations in the state models fitted again on the demos plus sm_branch's 96 real pool "
      "rollouts / the control, 64 more in the unchanged models: on the pool / held out",
