@@ -618,6 +618,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "1): 64 more GRPO iterations in the state models fitted again on the demos plus sm_branch's 96 real pool "
      "rollouts / the control, 64 more in the unchanged models: on the pool / held out",
      lambda d: f"{_fixed_starts_arm(d, 'sm_coevo_1')} | {_fixed_starts_arm(d, 'sm_more_1')}", ">= sm_branch + 0.05"),
+    ("fixed_starts_sm_coevo_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): "
+     "refitted / control, on the pool / held out",
+     lambda d: f"{_fixed_starts_arm(d, 'sm_coevo_1')} | {_fixed_starts_arm(d, 'sm_more_1')}", ">= sm_branch + 0.05"),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
