@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -390,12 +391,13 @@ def run_one(
     if sm_arm:  # the branched arm's real prefixes (and the quick model's fitting episodes)
         real_steps_of[STATE_MODEL_ARM] = arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps
     rollouts: list[Any] = []  # the co-evolving line's real pool rollouts so far
+    demos = functools.cache(lambda: load_trajectories(src / "data"))  # read once, and only if a round refits
     for r in range(1, coevolution_rounds + 1):
         coevo, more = (f"{k}_{r}" for k in COEVOLUTION_ARMS)
         prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in COEVOLUTION_ARMS}
         played[prev["sm_coevo"]] = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
         rollouts.append(played[prev["sm_coevo"]][0])
-        refit = refit_state_models(lambda: load_trajectories(src / "data"), dirs, rollouts, work / coevo / "state_models")
+        refit = refit_state_models(demos, dirs, rollouts, work / coevo / "state_models")
         for name, kind, world_dirs in ((coevo, "sm_coevo", refit), (more, "sm_more", dirs)):
             t_arm = time.perf_counter()
             make = state_model_world(world_dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on, drawer)

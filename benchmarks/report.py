@@ -103,6 +103,21 @@ def _fixed_starts_arm(d: dict, arm: str) -> str:
     return " / ".join(out) + (f"; {sum(steps) / len(steps):,.0f} real steps per run" if steps else "")
 
 
+def _sm_branch(d: dict) -> str:
+    """The sm_branch arm of a fixed_starts result (:func:`_fixed_starts_arm`)."""
+    return _fixed_starts_arm(d, "sm_branch")
+
+
+def _fixed_starts_both(d: dict) -> str:
+    """Every arm of a fixed_starts result on the pool, then held out (:func:`_fixed_starts`)."""
+    return f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}"
+
+
+def _coevolution(d: dict) -> str:
+    """A fixed_starts co-evolution result: the refitted round-1 arm | its control (:func:`_fixed_starts_arm`)."""
+    return f"{_fixed_starts_arm(d, 'sm_coevo_1')} | {_fixed_starts_arm(d, 'sm_more_1')}"
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -574,9 +589,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts.json", "same policies on the runs' 600 held-out starts",
      lambda d: _fixed_starts(d, "held_out"), ""),
     ("fixed_starts_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): on the "
-     "pool / held out", lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ">= +0.30"),
+     "pool / held out", _fixed_starts_both, ">= +0.30"),
     ("fixed_starts_it16.json", "same, 16 iterations of each RL arm (the runs' own): on the pool / held out",
-     lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ""),
+     _fixed_starts_both, ""),
     ("fixed_starts_real25.json", "same pool, real GRPO trained on to 25 iterations (resumed from the 16-iteration "
      "arm; sm_branch's real budget): on the pool / held out (paired vs SFT +- s.e.)",
      lambda d: _fixed_starts_arm(d, "real_pool"), ""),
@@ -585,42 +600,42 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_real256.json", "same, real GRPO to 256 iterations: on the pool / held out",
      lambda d: _fixed_starts_arm(d, "real_pool"), ""),
     ("fixed_starts_im256_real512.json", "same pool, RL in imagination to 256 iterations and real GRPO to 512 "
-     "(resumed): on the pool / held out", lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ">= +0.30"),
+     "(resumed): on the pool / held out", _fixed_starts_both, ">= +0.30"),
     ("fixed_starts_sm.json", "same pool, GRPO in the branched state-model world (sm_branch: a bootstrap ensemble of 3 "
      "arm-and-object models, each episode's first 24 steps real, ended as a failure past 2.5 cm disagreement), 64 "
-     "iterations: on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "iterations: on the pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): on the "
-     "pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_it256.json", "same as fixed_starts_sm.json, sm_branch trained on to 256 iterations (resumed): "
-     "on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "on the pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_branch.json", "same as fixed_starts_sm.json, GRPO trained on the model's branches only "
-     "(--train-on branch): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ""),
+     "(--train-on branch): on the pool / held out", _sm_branch, ""),
     ("fixed_starts_sm_prefix.json", "same, GRPO trained on the real prefixes only, scored by where the model's branch "
-     "ends (--train-on prefix): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ""),
+     "ends (--train-on prefix): on the pool / held out", _sm_branch, ""),
     ("fixed_starts_sm_k12.json", "same as fixed_starts_sm.json with half the real prefix (--real-steps 12 of about "
-     "60): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "60): on the pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_k12_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): on the "
-     "pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_it16_rlseed1.json", "the --rl-seed 1 pool, 16 iterations of each RL arm (real GRPO at sm_branch "
      "K=12's real budget): on the pool / held out",
-     lambda d: f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}", ""),
+     _fixed_starts_both, ""),
     ("fixed_starts_sm_renderer.json", "same as fixed_starts_sm.json, the model's branches drawn by the run's learned "
      "state renderer from the real frame each starts from (--renderer renderer: dynamics and drawing learned): on the "
-     "pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_renderer_k12.json", "same, 12 real steps per episode (--real-steps 12): on the pool / held out",
-     lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_renderer_k12_rlseed1.json", "same, repeated with another pool, GRPO starts and noise "
-     "(--rl-seed 1): on the pool / held out", lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     "(--rl-seed 1): on the pool / held out", _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_renderer_k12_it256.json", "same as fixed_starts_sm_renderer_k12.json, trained on to 256 "
      "iterations (resumed; beside real GRPO at 256): on the pool / held out",
-     lambda d: _fixed_starts_arm(d, "sm_branch"), ">= +0.30"),
+     _sm_branch, ">= +0.30"),
     ("fixed_starts_sm_coevo.json", "same pool, co-evolution after fixed_starts_sm.json's sm_branch (--coevolution-rounds "
      "1): 64 more GRPO iterations in the state models fitted again on the demos plus sm_branch's 96 real pool "
      "rollouts / the control, 64 more in the unchanged models: on the pool / held out",
-     lambda d: f"{_fixed_starts_arm(d, 'sm_coevo_1')} | {_fixed_starts_arm(d, 'sm_more_1')}", ">= sm_branch + 0.05"),
+     _coevolution, ">= sm_branch + 0.05"),
     ("fixed_starts_sm_coevo_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): "
      "refitted / control, on the pool / held out",
-     lambda d: f"{_fixed_starts_arm(d, 'sm_coevo_1')} | {_fixed_starts_arm(d, 'sm_more_1')}", ">= sm_branch + 0.05"),
+     _coevolution, ">= sm_branch + 0.05"),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
