@@ -501,7 +501,7 @@ class Pipeline:
         cfg = dataclasses.replace(
             self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]), seed=int(seed)
         )
-        model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress)
+        model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress, device=self.device)
         model.save_pretrained(out, metrics)
         return metrics
 

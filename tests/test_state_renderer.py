@@ -107,6 +107,59 @@ def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
     assert main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and not (tmp_path / "x").exists()
+    assert main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "x"), "--device", "tpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "device='tpu'" in err and "\n" not in err and not (tmp_path / "x").exists()
+    from worldmodels.object_dynamics import main as fit_main
+
+    with pytest.raises(SystemExit):
+        fit_main(["--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "x"), "--device", "tpu"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "device='tpu'" in err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.gpu
+def test_renderer_and_state_model_fit_on_cuda_as_on_the_cpu_and_move_between_devices(data, tmp_path):
+    """Fitted on the GPU (from the same batches: the seed draws them on the CPU), the renderer and an
+    arm-and-object state model learn as much as on the CPU, load on the CPU and predict the same there,
+    and a renderer left on the GPU draws a CPU state world's frames."""
+    from worldmodels.object_dynamics import fit_object_dynamics
+
+    cfg = _config(steps=150, batch_size=16, test_fraction=0.25)
+    gpu, m_gpu = fit_state_renderer(data, cfg, progress=False, device="cuda")
+    _, m_cpu = fit_state_renderer(data, cfg, progress=False)
+    assert gpu.device.type == "cuda" and m_gpu["psnr_db"] > m_gpu["anchor_psnr_db"] + 3.0, m_gpu
+    assert abs(m_gpu["psnr_db"] - m_cpu["psnr_db"]) < 1.0, (m_gpu["psnr_db"], m_cpu["psnr_db"])
+    gpu.save_pretrained(tmp_path / "r", m_gpu)
+    back = StateRenderer.from_pretrained(tmp_path / "r")
+    proprio, objs = scene_arrays(data, cfg)
+    a, t = np.zeros(5, np.int64), np.arange(10, 15)
+    args = (data.images[a], proprio[a], objs[a], proprio[t], objs[t])
+    assert np.abs(gpu.draw(*args).astype(int) - back.draw(*args).astype(int)).max() <= 2
+
+    oc = ObjectDynamicsConfig(arm=True, steps=300, batch_size=256, hidden=64, layers=2, test_fraction=0.25)
+    od_gpu, o_gpu = fit_object_dynamics(data, oc, progress=False, device="cuda")
+    _, o_cpu = fit_object_dynamics(data, oc, progress=False)
+    assert od_gpu.device.type == "cuda"
+    for k in ("one_step_error_mean_m", "arm_one_step_tcp_error_mean_m"):
+        assert o_gpu[k] == pytest.approx(o_cpu[k], rel=0.2), (k, o_gpu[k], o_cpu[k])
+    od_gpu.save_pretrained(tmp_path / "od", o_gpu)
+    od = ObjectDynamics.from_pretrained(tmp_path / "od")
+    x = [torch.from_numpy(np.asarray(v[:64], np.float32)) for v in (data.states, data.states, data.actions)]
+    o = torch.from_numpy(objs[:64])
+    torch.testing.assert_close(od(*x, o, o), od_gpu(*(v.cuda() for v in x), o.cuda(), o.cuda()).cpu(),
+                               atol=1e-5, rtol=1e-4)
+
+    env = StateModelVectorEnv(
+        envs.make_vec(TASKS, 2, image_size=SIZE, autoreset_mode="same_step", max_episode_steps=4, seed=0),
+        od, renderer=gpu,
+    )
+    obs, _ = env.reset(seed=[5, 6])
+    first, first_state, objs0 = obs["image"].copy(), obs["state"].copy(), env.rollout.objs.numpy().copy()
+    obs, *_ = env.step(np.zeros((2, 7), np.float32))
+    want = back.draw(first, first_state, objs0, env.rollout.now.numpy(), env.rollout.objs.numpy())
+    assert np.abs(obs["image"].astype(int) - want.astype(int)).max() <= 2
+    env.close()
 
 
 def _arm_model() -> ObjectDynamics:

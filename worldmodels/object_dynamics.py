@@ -311,8 +311,8 @@ def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -
     }
 
 
-def _tensors(tr: dict[str, np.ndarray]) -> dict[str, Tensor]:
-    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tr.items()}
+def _tensors(tr: dict[str, np.ndarray], device: torch.device | str = "cpu") -> dict[str, Tensor]:
+    return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in tr.items()}
 
 
 @torch.no_grad()
@@ -355,15 +355,16 @@ def open_loop_error(
     o3 = 3 * c.num_objects
     errs: dict[int, list[float]] = {s: [] for s in steps}
     tcp_errs: dict[int, list[float]] = {s: [] for s in steps}
+    dev = model.device
     for lo, hi in np.asarray(traj.episode_bounds, np.int64)[np.asarray(episodes, np.int64)]:
         if hi - lo < 2:
             continue
-        real = torch.from_numpy(np.asarray(traj.env_states[lo:hi, :o3], np.float32)).view(
+        real = torch.from_numpy(np.asarray(traj.env_states[lo:hi, :o3], np.float32)).to(dev).view(
             hi - lo, c.num_objects, 3
         )
         mover = int((real[-1] - real[0]).norm(dim=-1).argmax())
-        prop = torch.from_numpy(np.asarray(traj.states[lo:hi], np.float32))[None]
-        act = torch.from_numpy(np.asarray(traj.actions[lo : hi - 1], np.float32))[None]
+        prop = torch.from_numpy(np.asarray(traj.states[lo:hi], np.float32)).to(dev)[None]
+        act = torch.from_numpy(np.asarray(traj.actions[lo : hi - 1], np.float32)).to(dev)[None]
         prop_p, pred = model.rollout(prop, act, real[:1], real[:1])  # (1, hi-lo-1, ...): rows lo+1 ..
         for s in steps:
             if s < hi - lo:
@@ -384,22 +385,26 @@ def evaluate_object_dynamics(model: ObjectDynamics, traj: Any, episodes: np.ndar
     """:func:`one_step_error` and :func:`open_loop_error` of ``model`` on ``episodes`` of ``traj``
     (``wmrl.data.Trajectories`` with ``env_states``), e.g. held-out or later real episodes."""
     return {
-        **one_step_error(model, _tensors(transitions(traj, model.config, episodes))),
+        **one_step_error(model, _tensors(transitions(traj, model.config, episodes), model.device)),
         **open_loop_error(model, traj, episodes),
     }
 
 
 def fit_object_dynamics(
-    traj: Any, config: ObjectDynamicsConfig | None = None, progress: bool = True
+    traj: Any, config: ObjectDynamicsConfig | None = None, progress: bool = True,
+    device: str | torch.device | None = None,
 ) -> tuple[ObjectDynamics, dict[str, Any]]:
-    """Fit an :class:`ObjectDynamics` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``).
-    Returns (the model in eval mode, metrics: held-out one-step and open-loop errors, the stay-put
-    baseline, wall time). Raises NonFiniteError when the loss turns NaN/Inf."""
+    """Fit an :class:`ObjectDynamics` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``) on
+    ``device`` (None: the CPU; the batches are drawn on the CPU either way, so a seed draws the same ones).
+    Returns (the model in eval mode, on ``device``; metrics: held-out one-step and open-loop errors, the
+    stay-put baseline, wall time). Raises NonFiniteError when the loss turns NaN/Inf."""
     from tqdm.auto import tqdm
 
+    from wmrl.devices import resolve_device
     from wmrl.runs import check_finite
 
     c = config or ObjectDynamicsConfig()
+    dev = resolve_device(device)
     t0 = time.time()
     rng = np.random.default_rng(c.seed)
     n_ep = len(traj.episode_bounds)
@@ -408,14 +413,14 @@ def fit_object_dynamics(
     test_eps, train_eps = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     if c.bootstrap:  # after the split, so the held-out episodes are those of the plain fit
         train_eps = np.sort(rng.choice(train_eps, size=len(train_eps), replace=True))
-    tr = _tensors(transitions(traj, c, train_eps))
+    tr = _tensors(transitions(traj, c, train_eps), dev)
     active = (tr["objs"].abs() < c.active_bound).all(-1)  # (N, O)
     if not bool(active.any()):
         raise DatasetError(
             "the dataset has no transitions of an object in the scene to learn object dynamics from"
         )
     torch.manual_seed(c.seed)
-    model = ObjectDynamics(c)
+    model = ObjectDynamics(c).to(dev)
     with torch.no_grad():
         feats = model.features(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])[
             active
@@ -430,7 +435,7 @@ def fit_object_dynamics(
     # sample (transition, object) pairs of objects in the scene, moving ones up-weighted
     pair_t, pair_o = torch.nonzero(active, as_tuple=True)
     moving = (tr["objs_next"] - tr["objs"]).norm(dim=-1)[pair_t, pair_o] > c.moving_eps
-    w = torch.where(moving, c.moving_weight, 1.0).double()
+    w = torch.where(moving, c.moving_weight, 1.0).double().cpu()  # drawn from on the CPU, by ``gen``
     gen = torch.Generator().manual_seed(c.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, c.steps)
@@ -438,15 +443,15 @@ def fit_object_dynamics(
     bar = tqdm(range(c.steps), desc="object dynamics", disable=not progress)
     loss_v = float("nan")
     for step in bar:
-        j = torch.multinomial(w, c.batch_size, replacement=True, generator=gen)
+        j = torch.multinomial(w, c.batch_size, replacement=True, generator=gen).to(dev)
         ti, oi = pair_t[j], pair_o[j]
         feats = model.features(
             tr["proprio0"][ti], tr["proprio1"][ti], tr["actions"][ti], tr["objs"][ti], tr["objs_prev"][ti]
-        )[torch.arange(len(j)), oi]  # the MLP runs on the sampled (active) object only
+        )[torch.arange(len(j), device=dev), oi]  # the MLP runs on the sampled (active) object only
         target = tr["objs_next"][ti, oi] - tr["objs"][ti, oi]
         loss = (((model.displacement(feats) - target) * CM) ** 2).mean()
         if c.arm:  # the arm on uniformly drawn transitions, in units of each dim's step spread
-            ta = torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen)
+            ta = torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen).to(dev)
             p1 = model.step_arm(tr["proprio0"][ta], tr["proprio_prev"][ta], tr["actions"][ta], tr["objs"][ta])
             loss = loss + (((p1 - tr["proprio1"][ta]) / model.arm_out_std) ** 2).mean()
         opt.zero_grad(set_to_none=True)
@@ -523,9 +528,17 @@ def main(argv: list[str] | None = None) -> int:
         "--bootstrap", action="store_true",
         help="fit on a bootstrap resample (drawn by --seed) of the training episodes: ensemble members differ in data",
     )
+    p.add_argument("--device", default="cpu", help="torch device to fit on: cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    from wmrl.devices import resolve_device
+    from wmrl.errors import ConfigError
+
+    try:
+        device = resolve_device(args.device)
+    except ConfigError as e:
+        p.error(str(e))
     if args.policy_episodes < 0 or (args.policy_episodes > 0) != (args.policy is not None):
         p.error(f"--policy-episodes {args.policy_episodes} needs --policy, and --policy needs --policy-episodes >= 1")
     if args.save_rollouts and not args.policy_episodes:
@@ -557,8 +570,10 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap=args.bootstrap,
         ),
         progress=not args.no_progress,
+        device=device,
     )
     metrics["data"] = str(args.data)
+    metrics["device"] = str(device)
     if extra:
         metrics["extra_rollouts"] = [str(f) for f in args.extra_rollouts]
         metrics["extra_rollout_episodes"] = int(sum(t.num_episodes for t in extra))

@@ -302,12 +302,13 @@ def evaluate_state_renderer(model: StateRenderer, traj: Any, episodes: np.ndarra
     psnr, base = [], []
     for i in range(0, len(tgt), 256):
         t, a = tgt[i : i + 256], anc[i : i + 256]
-        img_a = to_unit(torch.from_numpy(traj.images[a]))
-        img_t = to_unit(torch.from_numpy(traj.images[t]))
-        pred = model(img_a, *(torch.from_numpy(v) for v in (proprio[a], objs[a], proprio[t], objs[t])))
+        dev = model.device
+        img_a = to_unit(torch.from_numpy(traj.images[a]).to(dev))
+        img_t = to_unit(torch.from_numpy(traj.images[t]).to(dev))
+        pred = model(img_a, *(torch.from_numpy(v).to(dev) for v in (proprio[a], objs[a], proprio[t], objs[t])))
         pred = pred.add(1).mul(127.5).round().div(127.5).sub(1)  # what a consumer of uint8 frames sees
-        psnr.append(_psnr(pred, img_t))
-        base.append(_psnr(img_a, img_t))
+        psnr.append(_psnr(pred, img_t).cpu())
+        base.append(_psnr(img_a, img_t).cpu())
     psnr_t, base_t = torch.cat(psnr).numpy(), torch.cat(base).numpy()
     step = tgt - anc
     by_step = {}
@@ -337,15 +338,19 @@ def held_out_video(model: StateRenderer, traj: Any, episodes: list[int] | np.nda
     return write_video(path, grid(tiles, ncols=2), fps=10, scale=3)
 
 
-def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, progress: bool = True) -> tuple[StateRenderer, dict[str, Any]]:
-    """Fit a :class:`StateRenderer` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``). Returns
-    (the model in eval mode, metrics: held-out PSNR and the anchor's, wall time). Raises NonFiniteError
-    when the loss turns NaN/Inf."""
+def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, progress: bool = True,
+                       device: str | torch.device | None = None) -> tuple[StateRenderer, dict[str, Any]]:
+    """Fit a :class:`StateRenderer` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``) on ``device``
+    (None: the CPU; the batches are drawn on the CPU either way, so a seed draws the same ones). Returns
+    (the model in eval mode, on ``device``; metrics: held-out PSNR and the anchor's, wall time). Raises
+    NonFiniteError when the loss turns NaN/Inf."""
     from tqdm.auto import tqdm
 
+    from wmrl.devices import resolve_device
     from wmrl.runs import check_finite
     from worldmodels.modeling_common import to_unit
 
+    dev = resolve_device(device)
     c = config or StateRendererConfig(image_size=int(traj.images.shape[1]))
     t0 = time.time()
     proprio, objs = scene_arrays(traj, c)
@@ -366,6 +371,7 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     z = proprio[tr_rows, c.tcp_dims[2]]
     model.finger_stats.copy_(torch.tensor([f.mean(), max(f.std(), 1e-3)]))
     model.height_stats.copy_(torch.tensor([z.mean(), max(z.std(), 1e-3)]))
+    model.to(dev)
     ep_lo, ep_len = bounds[train_eps, 0], bounds[train_eps, 1] - bounds[train_eps, 0]
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=1e-4)
     warm = max(1, c.steps // 20)  # linear warm-up, then cosine decay
@@ -379,9 +385,9 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
         e = rng.integers(len(train_eps), size=c.batch_size)
         tgt = ep_lo[e] + rng.integers(ep_len[e])
         anc = np.where(rng.random(c.batch_size) < c.anchor_first_prob, ep_lo[e], ep_lo[e] + rng.integers(ep_len[e]))
-        img_a = to_unit(torch.from_numpy(traj.images[anc]))
-        img_t = to_unit(torch.from_numpy(traj.images[tgt]))
-        pred = model(img_a, *(torch.from_numpy(v) for v in (proprio[anc], objs[anc], proprio[tgt], objs[tgt])))
+        img_a = to_unit(torch.from_numpy(traj.images[anc]).to(dev))
+        img_t = to_unit(torch.from_numpy(traj.images[tgt]).to(dev))
+        pred = model(img_a, *(torch.from_numpy(v).to(dev) for v in (proprio[anc], objs[anc], proprio[tgt], objs[tgt])))
         changed = ((img_t - img_a).abs().amax(1, keepdim=True) > 0.1).float()
         changed = F.max_pool2d(changed, 3, stride=1, padding=1)  # and the pixels around them
         loss = ((pred - img_t).abs() * (1.0 + (c.changed_weight - 1.0) * changed)).mean()
@@ -413,26 +419,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=StateRendererConfig.steps)
     p.add_argument("--batch-size", type=int, default=StateRendererConfig.batch_size)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="torch device to fit on: cpu, cuda, cuda:N or auto (default cpu)")
+    p.add_argument("--no-video", action="store_true", help="skip held_out.mp4 (real | drawn held-out episodes)")
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     import sys
 
     from wmrl.data import load_trajectories
+    from wmrl.devices import resolve_device
 
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     try:
+        resolve_device(args.device)  # a bad name fails before the data is read
         traj = load_trajectories(args.data)
         config = StateRendererConfig(image_size=int(traj.images.shape[1]), steps=args.steps,
                                      batch_size=args.batch_size, seed=args.seed)
-        model, metrics = fit_state_renderer(traj, config, progress=not args.no_progress)
+        model, metrics = fit_state_renderer(traj, config, progress=not args.no_progress, device=args.device)
     except WmrlError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     metrics["data"] = str(args.data)
+    metrics["device"] = str(model.device)
     model.save_pretrained(args.out, metrics)
-    if metrics["test_episode_indices"]:
+    if metrics["test_episode_indices"] and not args.no_video:
         held_out_video(model, traj, metrics["test_episode_indices"], Path(args.out) / "held_out.mp4")
     print(json.dumps(metrics, indent=2))
     return 0
