@@ -14,7 +14,7 @@ comes from this model.
 
 Usage::
 
-    python -m worldmodels.object_dynamics --data RUN/data --out RUN/object_dynamics [--steps N]
+    python -m worldmodels.object_dynamics --data RUN/data --out RUN/object_dynamics [--steps N] [--device cuda]
 
 fits one on a LeRobotDataset written by ``wmrl collect`` (it needs ``observation.environment_state``)
 and saves it (``config.json`` + ``model.safetensors``) with its held-out one-step and open-loop errors.

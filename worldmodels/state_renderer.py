@@ -19,6 +19,7 @@ bowls, the cubes' colours and orientation) come from the real frame.
 Usage::
 
     python -m worldmodels.state_renderer --data RUN/data --out RUN/renderer [--steps N] [--num-threads 1]
+        [--device cuda] [--no-video]
 
 fits one on a LeRobotDataset written by ``wmrl collect`` (it needs ``observation.environment_state``)
 and saves it (``config.json`` + ``model.safetensors``) with its held-out PSNR, drawn from each held-out
@@ -300,9 +301,9 @@ def evaluate_state_renderer(model: StateRenderer, traj: Any, episodes: np.ndarra
         keep = np.sort(np.random.default_rng(0).choice(len(tgt), max_frames, replace=False))
         tgt, anc = tgt[keep], anc[keep]
     psnr, base = [], []
+    dev = model.device
     for i in range(0, len(tgt), 256):
         t, a = tgt[i : i + 256], anc[i : i + 256]
-        dev = model.device
         img_a = to_unit(torch.from_numpy(traj.images[a]).to(dev))
         img_t = to_unit(torch.from_numpy(traj.images[t]).to(dev))
         pred = model(img_a, *(torch.from_numpy(v).to(dev) for v in (proprio[a], objs[a], proprio[t], objs[t])))
