@@ -639,6 +639,14 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_sm_coevo_rlseed1.json", "same, repeated with another pool, GRPO starts and noise (--rl-seed 1): "
      "refitted / control, on the pool / held out",
      _coevolution, ">= sm_branch + 0.05"),
+    ("fixed_starts_sm_k12_coevo3.json", "same pool, three co-evolution rounds after fixed_starts_sm_k12.json's "
+     "sm_branch (12 real steps; --coevolution-rounds 3): after round 3 (256 GRPO iterations in all), state models "
+     "refitted each round on the demos plus every earlier policy's 96 real pool rollouts / the control, unchanged "
+     "models: on the pool / held out",
+     _coevolution, ">= sm_branch + 0.05"),
+    ("fixed_starts_sm_k12_coevo3_rlseed1.json", "same, repeated with another pool, GRPO starts and noise "
+     "(--rl-seed 1): refitted / control after round 3, on the pool / held out",
+     _coevolution, ">= sm_branch + 0.05"),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
