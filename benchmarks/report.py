@@ -116,8 +116,7 @@ def _fixed_starts_both(d: dict) -> str:
 def _coevolution(d: dict) -> str:
     """A fixed_starts co-evolution result: its last round's refitted arm | that round's control
     (:func:`_fixed_starts_arm`)."""
-    rounds = [int(k.rsplit("_", 1)[1]) for k in d.get("pool_vs_sft") or {} if k.startswith("sm_coevo_")]
-    r = max(rounds, default=1)
+    r = (d.get("state_model_arm") or {}).get("coevolution_rounds", 1)
     return f"{_fixed_starts_arm(d, f'sm_coevo_{r}')} | {_fixed_starts_arm(d, f'sm_more_{r}')}"
 
 
