@@ -120,6 +120,20 @@ def _coevolution(d: dict) -> str:
     return f"{_fixed_starts_arm(d, f'sm_coevo_{r}')} | {_fixed_starts_arm(d, f'sm_more_{r}')}"
 
 
+def _fidelity(d: dict) -> str:
+    """A coevolution_fidelity result: for the last round's refitted-line and control policies, the share of
+    starts whose real outcome the original models' world reproduces -> the last refit's (paired +- s.e.), on
+    the pool, then held out."""
+    r = d["rounds"]
+    parts = []
+    for field in ("pool", "held_out"):
+        for arm in (f"sm_coevo_{r}", f"sm_more_{r}"):
+            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"refit_{r}-original"]
+            parts.append(f"{_fmt(row['original']['agreement'])} -> {_fmt(row[f'refit_{r}']['agreement'])} "
+                         f"({pair['diff']:+.3f} +- {pair['se']:.3f})")
+    return f"pool {parts[0]} / {parts[1]}; held out {parts[2]} / {parts[3]}"
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -646,6 +660,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_sm_k12_coevo3_rlseed1.json", "same, repeated with another pool, GRPO starts and noise "
      "(--rl-seed 1): refitted / control after round 3, on the pool / held out",
      _coevolution, ">= sm_branch + 0.05"),
+    ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
+     "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
+     "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
+     "models -> round-3 refit (paired +- s.e.): on the pool / 96 new starts per seed",
+     _fidelity, ""),
+    ("coevolution_fidelity_k12_coevo3_rlseed1.json", "same, fixed_starts_sm_k12_coevo3_rlseed1.json's worlds and "
+     "policies (--rl-seed 1)", _fidelity, ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "

@@ -96,7 +96,6 @@ def episode_successes(
     Returns bool (E,) over E = len(tasks) x episodes_per_task episodes, task-major: whether each
     episode's first ``horizon_chunks`` chunks reached success."""
     from envs.wrappers import ActionChunkWrapper
-    from imagination.rollout_buffer import env_instructions
 
     out = []
     for ti, task in enumerate(tasks):
@@ -105,18 +104,26 @@ def episode_successes(
         try:
             obs, info = env.reset(seed=[seed + 1000 * ti + e for e in range(n)])
             reseed_noise(policy, NOISE_SEED * seed + ti)
-            alive, succ = np.ones(n, bool), np.zeros(n, bool)
-            for _ in range(horizon_chunks):
-                a = policy.act(obs, env_instructions(env, info), deterministic=True).actions
-                obs, _, term, trunc, info = env.step(np.asarray(a.cpu(), np.float32))
-                succ |= alive & np.asarray(info["success"], bool)
-                alive &= ~(np.asarray(term) | np.asarray(trunc))
-                if not alive.any():
-                    break
+            out.append(first_episode_successes(policy, env, obs, info, horizon_chunks))
         finally:
             env.close()
-        out.append(succ)
     return np.concatenate(out)
+
+
+def first_episode_successes(policy: Any, env: Any, obs: Any, info: dict, horizon_chunks: int) -> np.ndarray:
+    """``policy``'s mean action in the chunked vector env ``env`` from its reset's ``obs`` / ``info``: whether
+    each sub-env's first episode reached success within ``horizon_chunks`` chunks, bool (N,)."""
+    from imagination.rollout_buffer import env_instructions
+
+    alive, succ = np.ones(env.num_envs, bool), np.zeros(env.num_envs, bool)
+    for _ in range(horizon_chunks):
+        a = policy.act(obs, env_instructions(env, info), deterministic=True).actions
+        obs, _, term, trunc, info = env.step(np.asarray(a.cpu(), np.float32))
+        succ |= alive & np.asarray(info["success"], bool)
+        alive &= ~(np.asarray(term) | np.asarray(trunc))
+        if not alive.any():
+            break
+    return succ
 
 
 def pixel_readings(pixel: dict[str, Any], real_eps: dict[str, np.ndarray], pixel_real: dict[str, np.ndarray] | None,

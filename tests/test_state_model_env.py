@@ -710,3 +710,83 @@ def test_refit_state_models_fits_every_member_again_on_demos_and_rollouts_and_re
         assert not torch.equal(a.arm[-1].weight, b.arm[-1].weight)
     monkeypatch.setattr("worldmodels.object_dynamics.fit_object_dynamics", lambda *a, **k: pytest.fail("refitted"))
     assert fs.refit_state_models(lambda: pytest.fail("loaded the demos"), dirs, [rollouts], tmp_path / "refit") == new
+
+
+class _ExpertPolicy:
+    """The scripted expert of a real env as a one-step-chunk policy (``act(obs, instructions, deterministic)``)."""
+
+    chunk_size = 1
+
+    def __init__(self, real, seed: int = 0):
+        self.expert = envs.make_expert(real, noise=0.5, seed=seed)
+
+    def act(self, obs, instructions, deterministic=True):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(actions=torch.from_numpy(np.asarray(self.expert.act(), np.float32))[:, None])
+
+
+def test_coevolution_fidelity_plays_each_start_once_in_the_world_it_is_given():
+    """benchmarks.coevolution_fidelity.world_outcomes: a branch whose real prefix covers the episode is the
+    real simulator, start by start (a noisy expert succeeds on some starts and fails on others); a model
+    that lifts every cube makes LiftCube succeed in the world wherever it is handed over at once."""
+    from benchmarks.coevolution_fidelity import world_outcomes
+
+    tasks, seeds = ["LiftCube-v0", "PushCube-v0"] * 4, list(range(40, 48))
+
+    def play(make_world):
+        real = envs.make_vec(tasks, len(tasks), autoreset_mode="same_step", max_episode_steps=60)
+        try:
+            return world_outcomes(_ExpertPolicy(real), make_world, real, seeds, 60)
+        finally:
+            real.close()
+
+    real, gated = play(lambda r: r)
+    prefix, _ = play(lambda r: StateModelVectorEnv(r, _model(), real_steps=60))
+    np.testing.assert_array_equal(prefix, real)
+    assert 0 < real.sum() < len(seeds) and gated == 0.0
+    lifted, _ = play(lambda r: StateModelVectorEnv(r, _drift(cube_dz_cm=2.0)))
+    assert lifted[0::2].all()  # LiftCube: the task's rule on the model's raised cubes
+
+
+def test_coevolution_fidelity_summary_counts_agreement_false_and_missed_successes():
+    from benchmarks.coevolution_fidelity import coevolution_names, summarize
+
+    policies, worlds = coevolution_names(1)
+    assert (policies, worlds) == (["sm_branch", "sm_coevo_1", "sm_more_1"], ["original", "refit_1"])
+    ol = {"one_step_error_moving_mean_m": 0.002, "open_loop_error_step_16_m": 0.01, "open_loop_error_step_32_m": None}
+
+    def entry(real, original, refit):
+        return {"real": real, "worlds": {"original": original, "refit_1": refit}, "gated": {"original": 0.5, "refit_1": 0.0},
+                "open_loop": {"original": ol, "refit_1": ol}}
+
+    run = {s: {p: entry("1100", "1010", "1101") for p in policies} for s in ("pool", "held_out")}
+    out = summarize([run, run], policies, worlds)
+    orig, refit = out["summary"]["pool"]["sm_coevo_1"]["original"], out["summary"]["pool"]["sm_coevo_1"]["refit_1"]
+    assert (orig["real_success"], orig["world_success"], orig["agreement"]) == (0.5, 0.5, 0.5)
+    assert (orig["false_success_rate"], orig["missed_success_rate"], orig["gated_share"]) == (0.5, 0.5, 0.5)
+    assert (refit["world_success"], refit["agreement"], refit["false_success_rate"], refit["missed_success_rate"]) == (0.75, 0.75, 0.5, 0.0)
+    assert orig["open_loop_error_step_16_m"] == 0.01 and orig["open_loop_error_step_32_m"] is None
+    d = out["paired"]["held_out"]["sm_more_1"]["refit_1-original"]
+    assert d["diff"] == 0.25 and d["starts"] == 8 and d["se"] == pytest.approx(np.std([0, 1, 1, -1] * 2, ddof=1) / np.sqrt(8))
+
+
+def test_coevolution_fidelity_bad_work_folders_give_one_line_errors(tmp_path):
+    from benchmarks.coevolution_fidelity import main
+
+    out = ["--out", str(tmp_path / "r.json")]
+    with pytest.raises(WmrlError, match=r"--work is needed"):
+        main(out)
+    with pytest.raises(WmrlError, match=r"--held-out-starts-per-task 0 and --jobs 1 must be >= 1"):
+        main(out + ["--work", str(tmp_path), "--held-out-starts-per-task", "0"])
+    with pytest.raises(WmrlError, match=r"no finished run with co-evolution rounds"):
+        main(out + ["--work", str(tmp_path)])
+    run = tmp_path / "seed_0"
+    (run / "sm_branch" / "policy").mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"state_model_arm": {"coevolution_rounds": 1}}))
+    with pytest.raises(WmrlError, match=r"seed_0 lacks sm_coevo_1, sm_more_1, sm_coevo_1/state_models; expected a finished"):
+        main(out + ["--work", str(tmp_path)])
+    (run / "result.json").write_text("{not json")
+    with pytest.raises(WmrlError, match=r"result.json: not a readable benchmarks.fixed_starts run result"):
+        main(out + ["--work", str(tmp_path)])
+    assert not (tmp_path / "r.json").exists()
