@@ -660,6 +660,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_sm_k12_coevo3_rlseed1.json", "same, repeated with another pool, GRPO starts and noise "
      "(--rl-seed 1): refitted / control after round 3, on the pool / held out",
      _coevolution, ">= sm_branch + 0.05"),
+    ("fixed_starts_sm_k12_coevo5.json", "same pool, five co-evolution rounds (--coevolution-rounds 5, resumed from "
+     "the three-round work folders): after round 5 (384 GRPO iterations in all), refitted / control, on the pool / "
+     "held out", _coevolution, ">= sm_branch + 0.05"),
+    ("fixed_starts_sm_k12_coevo5_rlseed1.json", "same, --rl-seed 1: refitted / control after round 5, on the pool / "
+     "held out", _coevolution, ">= sm_branch + 0.05"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
