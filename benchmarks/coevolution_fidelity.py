@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.coevolution_fidelity --work runs/s50/coevo3_k12 [--held-out-starts-per-task 16]
-        [--jobs 3] --out FILE.json
+        [--policies NAME ...] [--worlds NAME ...] [--jobs 3] --out FILE.json
     python -m benchmarks.coevolution_fidelity --quick --out FILE.json   # after benchmarks.fixed_starts --quick
 
 ``benchmarks.fixed_starts --coevolution-rounds R`` refits the branched world's state models each round on
@@ -32,6 +32,12 @@ policy's own rollouts are never in a world it is scored in unless that world was
 ``refit_r`` fitted on the pool rollouts of ``sm_branch`` and ``sm_coevo_1 .. sm_coevo_(r-1)``
 (``fitted_on`` in the result). The real pool outcomes are checked against the run's ``fixed_starts``
 result (``real_pool_outcomes_match``: the mean action is deterministic).
+
+With ``fixed_starts --data-control`` the work folder also holds the data control's line (``sm_demos_r``) and
+its worlds (``demos_r``: the models refitted on the demos plus ``r`` x P scripted-expert episodes from the pool
+starts, as many as ``refit_r``'s policy rollouts); they are scored too, and ``paired`` adds ``refit_r`` minus
+``demos_r``: is a world fitted on the policy's own episodes more faithful than one fitted on as much expert
+data? ``--policies`` / ``--worlds`` score a selection (the original world always).
 """
 
 from __future__ import annotations
@@ -51,11 +57,20 @@ HELD_OUT_SEED_BASE = 7_000_000  # far from the pools' seeds (run real-RL seed x 
 OPEN_LOOP_SCORES = ("one_step_error_moving_mean_m", "open_loop_error_step_16_m", "open_loop_error_step_32_m")
 
 
-def coevolution_names(rounds: int) -> tuple[list[str], list[str]]:
-    """The co-evolution lines' policies (``sm_branch``, then ``sm_coevo_r`` and ``sm_more_r`` per round) and
-    the worlds (``original``, ``refit_1 .. refit_R``) of a result with ``rounds`` rounds."""
-    policies = ["sm_branch"] + [f"{k}_{r}" for r in range(1, rounds + 1) for k in ("sm_coevo", "sm_more")]
-    return policies, ["original"] + [f"refit_{r}" for r in range(1, rounds + 1)]
+def coevolution_names(rounds: int, data_control: bool = False) -> tuple[list[str], list[str]]:
+    """The co-evolution lines' policies (``sm_branch``, then ``sm_coevo_r`` and ``sm_more_r`` per round, and
+    ``sm_demos_r`` with the data control) and the worlds (``original``, ``refit_1 .. refit_R``, and
+    ``demos_1 .. demos_R``, the models refitted on as many expert episodes) of a result with ``rounds`` rounds."""
+    lines = ("sm_coevo", "sm_more") + (("sm_demos",) if data_control else ())
+    policies = ["sm_branch"] + [f"{k}_{r}" for r in range(1, rounds + 1) for k in lines]
+    worlds = ["original"] + [f"refit_{r}" for r in range(1, rounds + 1)]
+    return policies, worlds + ([f"demos_{r}" for r in range(1, rounds + 1)] if data_control else [])
+
+
+def world_folder(world: str) -> str:
+    """The arm folder whose ``state_models`` a refitted world ``refit_r`` / ``demos_r`` is."""
+    kind, r = world.rsplit("_", 1)
+    return f"{'sm_coevo' if kind == 'refit' else 'sm_demos'}_{r}"
 
 
 def world_outcomes(
@@ -90,10 +105,16 @@ def open_loop_scores(models: list[Any], traj: Any) -> dict[str, float | None]:
 
 
 def measure_run(
-    run: dict[str, Any], folder: Path, held_out_per_task: int, progress: bool = False
+    run: dict[str, Any],
+    folder: Path,
+    held_out_per_task: int,
+    progress: bool = False,
+    policies: list[str] | None = None,
+    worlds: list[str] | None = None,
 ) -> dict[str, Any]:
-    """One run of a ``fixed_starts`` result (``run``: its entry; ``folder``: its work folder): every
-    co-evolution policy's real and in-world outcomes from the pool and the held-out starts."""
+    """One run of a ``fixed_starts`` result (``run``: its entry; ``folder``: its work folder): the co-evolution
+    policies' real and in-world outcomes from the pool and the held-out starts (``policies`` / ``worlds``:
+    those of :func:`coevolution_names`, or a selection of them)."""
     import torch
     from tqdm import tqdm
 
@@ -107,7 +128,8 @@ def measure_run(
     src = Path(run["run"])
     arm = run["state_model_arm"]
     rounds = int(arm.get("coevolution_rounds", 0))
-    policies, worlds = coevolution_names(rounds)
+    every_policy, every_world = coevolution_names(rounds, bool(arm.get("data_control")))
+    policies, worlds = policies or every_policy, worlds or every_world
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
     kwargs = run_env_kwargs(cfg)
@@ -115,8 +137,8 @@ def measure_run(
         dirs = {"original": [folder / "state_model_quick"]}
     else:
         dirs = {"original": [state_model_dir(src, n) for n in arm["state_models"]]}
-    for r in range(1, rounds + 1):  # refit_state_models' folders: the originals' names
-        dirs[f"refit_{r}"] = [folder / f"sm_coevo_{r}" / "state_models" / d.name for d in dirs["original"]]
+    for w in worlds[1:]:  # refit_state_models' folders: the originals' names
+        dirs[w] = [folder / world_folder(w) / "state_models" / d.name for d in dirs["original"]]
     models = {w: [ObjectDynamics.from_pretrained(d) for d in ds] for w, ds in dirs.items()}
     makers = {
         w: state_model_world(ds, arm["real_steps"], arm["max_disagreement"], arm.get("train_on", "all"))
@@ -179,7 +201,8 @@ def _bits(text: str) -> np.ndarray:
 def summarize(per_run: list[dict[str, Any]], policies: list[str], worlds: list[str]) -> dict[str, Any]:
     """Per start set, policy and world: success, agreement, false and missed success rates, gate share and
     open-loop errors (means over runs' starts); ``paired``: each refitted world's agreement minus the
-    original's, start by start over all runs (mean and standard error)."""
+    original's, and ``refit_r`` minus ``demos_r`` where both are scored, start by start over all runs (mean
+    and standard error). ``worlds[0]`` is the original models'."""
     summary: dict[str, Any] = {}
     paired: dict[str, Any] = {}
     for set_name in ("pool", "held_out"):
@@ -204,23 +227,31 @@ def summarize(per_run: list[dict[str, Any]], policies: list[str], worlds: list[s
                     },
                 }
             s_block[name] = per_world
+            pairs = [(w, worlds[0]) for w in worlds[1:]]
+            pairs += [(w, f"demos_{w[6:]}") for w in worlds if w.startswith("refit_") and f"demos_{w[6:]}" in worlds]
             p_block[name] = {
-                f"{w}-original": {
-                    "diff": float((agree[w] - agree["original"]).mean()),
-                    "se": float((agree[w] - agree["original"]).std(ddof=1) / np.sqrt(len(real))),
+                f"{a}-{b}": {
+                    "diff": float((agree[a] - agree[b]).mean()),
+                    "se": float((agree[a] - agree[b]).std(ddof=1) / np.sqrt(len(real))),
                     "starts": int(len(real)),
                 }
-                for w in worlds[1:]
+                for a, b in pairs
             }
         summary[set_name], paired[set_name] = s_block, p_block
     return {"summary": summary, "paired": paired}
 
 
 def _one(
-    run: dict[str, Any], folder: Path, held_out_per_task: int, progress: bool, config_name: str
+    run: dict[str, Any],
+    folder: Path,
+    held_out_per_task: int,
+    policies: list[str],
+    worlds: list[str],
+    progress: bool,
+    config_name: str,
 ) -> dict[str, Any]:
     """:func:`measure_run` for ``benchmarks.real_rl.run_pairs`` (``config_name`` unused)."""
-    return measure_run(run, folder, held_out_per_task, progress)
+    return measure_run(run, folder, held_out_per_task, progress, policies, worlds)
 
 
 def finished_runs(work: Path) -> dict[str, dict[str, Any]]:
@@ -243,20 +274,22 @@ def finished_runs(work: Path) -> dict[str, dict[str, Any]]:
             f"--work {work}: no finished run with co-evolution rounds (*/result.json); expected the --work folder "
             "of `python -m benchmarks.fixed_starts ... --coevolution-rounds R`"
         )
-    rounds = {k: r["state_model_arm"]["coevolution_rounds"] for k, r in runs.items()}
+    rounds = {
+        k: (r["state_model_arm"]["coevolution_rounds"], bool(r["state_model_arm"].get("data_control")))
+        for k, r in runs.items()
+    }
     if len(set(rounds.values())) > 1:
         raise WmrlError(
-            f"--work {work}: its runs have different co-evolution rounds {rounds}; expected one number"
+            f"--work {work}: its runs have different (co-evolution rounds, data control) {rounds}; expected one"
         )
-    for key, res in runs.items():
-        rounds_here = int(res["state_model_arm"]["coevolution_rounds"])
-        policies, _ = coevolution_names(rounds_here)
+    for key in runs:
+        policies, worlds = coevolution_names(*rounds[key])
         folder = work / key
         missing = [n for n in policies if not (folder / n / "policy").is_dir()]
         missing += [
-            f"sm_coevo_{r}/state_models"
-            for r in range(1, rounds_here + 1)
-            if not (folder / f"sm_coevo_{r}" / "state_models").is_dir()
+            f"{world_folder(w)}/state_models"
+            for w in worlds[1:]
+            if not (folder / world_folder(w) / "state_models").is_dir()
         ]
         if missing:
             raise WmrlError(
@@ -279,6 +312,22 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="starts per task no arm saw (default 16; quick 2)",
+    )
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="score only these policies (default: every co-evolution policy: sm_branch, sm_coevo_r, sm_more_r, "
+        "and sm_demos_r with the data control)",
+    )
+    p.add_argument(
+        "--worlds",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="score only in these worlds (default: every one: original, refit_r, and demos_r with the data "
+        "control); original is always scored",
     )
     p.add_argument(
         "--quick",
@@ -306,12 +355,19 @@ def main(argv: list[str] | None = None) -> int:
     runs = finished_runs(work)
     first = next(iter(runs.values()))
     rounds = int(first["state_model_arm"]["coevolution_rounds"])
-    policies, worlds = coevolution_names(rounds)
+    data_control = bool(first["state_model_arm"].get("data_control"))
+    every_policy, every_world = coevolution_names(rounds, data_control)
+    for flag, asked, known in (("--policies", a.policies, every_policy), ("--worlds", a.worlds, every_world)):
+        bad = [n for n in asked or [] if n not in known]
+        if bad:
+            raise WmrlError(f"{flag} {' '.join(bad)}: not in this work folder; expected some of {', '.join(known)}")
+    policies = [n for n in every_policy if n in (a.policies or every_policy)]
+    worlds = ["original"] + [w for w in every_world[1:] if w in (a.worlds or every_world)]
     t0 = time.perf_counter()
     per_run: dict[str, dict] = {}
     run_pairs(
         _one,
-        {(k,): (r, work / k, held) for k, r in runs.items()},
+        {(k,): (r, work / k, held, policies, worlds) for k, r in runs.items()},
         a.jobs,
         not a.no_progress,
         "",
@@ -328,7 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         "policies": policies,
         "worlds": worlds,
         "fitted_on": {
-            f"refit_{r}": ["sm_branch"] + [f"sm_coevo_{q}" for q in range(1, r)] for r in range(1, rounds + 1)
+            **{f"refit_{r}": ["sm_branch"] + [f"sm_coevo_{q}" for q in range(1, r)] for r in range(1, rounds + 1)},
+            **{
+                f"demos_{r}": [f"expert_pool_{q}" for q in range(1, r + 1)]
+                for r in range(1, rounds + 1)
+                if data_control
+            },
         },
         "held_out_starts_per_task": held,
         "held_out_seed_base": HELD_OUT_SEED_BASE,

@@ -5,7 +5,7 @@ Usage::
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
-         [--train-on all|branch|prefix] [--renderer NAME] [--coevolution-rounds R]]
+         [--train-on all|branch|prefix] [--renderer NAME] [--coevolution-rounds R [--data-control]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -39,12 +39,16 @@ model, IDM and SFT policy):
   prefixes'. ``--train-on branch`` (``prefix``) has GRPO train only on the model's (the real prefix's)
   chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny single model on 16
   SFT episodes (and a tiny renderer with ``--renderer quick``).
-* **Co-evolution on the pool** (``--coevolution-rounds R``; quick: 1): after ``sm_branch``, each round
+* **Co-evolution on the pool** (``--coevolution-rounds R``; quick: 1, with the data control): after ``sm_branch``, each round
   plays the line's last policy on the pool in the real simulator, fits every state model again (its own
   config and seed) on the demos plus all the line's pool rollouts so far, and trains GRPO on from that
   policy for ``--real-iterations`` in the refitted world (``sm_coevo_r``). The control, ``sm_more_r``, trains
   as long from its own line's policy in the unchanged models, so the two differ in the refit alone. Their
   real env steps count the prefixes of every round and, for ``sm_coevo_r``, the pool rollouts fitted on.
+  ``--data-control`` adds a third arm each round, ``sm_demos_r``: GRPO on from its own line in the state models
+  fitted again on the demos plus as many scripted-expert episodes from the pool starts (the demos' noise
+  levels) as ``sm_coevo_r`` fitted policy rollouts, so a gain of ``sm_coevo_r`` over it comes from the
+  policy's own states, not from more real data (its real env steps count those expert episodes).
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -73,6 +77,9 @@ STATE_MODEL_ARM = "sm_branch"
 # co-evolution rounds after sm_branch (arms NAME_r): GRPO on in the state models fitted again on the rounds' real
 # pool rollouts, and the control, GRPO on in the unchanged state models
 COEVOLUTION_ARMS = ("sm_coevo", "sm_more")
+# the data control (--data-control): GRPO on in the state models fitted again on as many extra scripted-expert
+# episodes from the pool starts as the co-evolving line's pool rollouts (more real data, not the policy's)
+DATA_CONTROL_ARM = "sm_demos"
 
 
 def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
@@ -102,6 +109,71 @@ def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: di
     finally:
         env.close()
     return traj, st
+
+
+def play_expert_pool(
+    task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any], noise_levels: list[float], seed: int
+) -> tuple[Any, dict]:
+    """The built-in suite's scripted expert from every pool start, as the demos were collected: the pool split
+    into ``len(noise_levels)`` consecutive parts, part ``j`` played at expert noise ``noise_levels[j]`` (noise
+    seed ``seed + j``). ``(Trajectories, stats)`` as :func:`play_pool` (``first_episode_steps``: the real env
+    steps of the kept episodes, all parts)."""
+    import envs
+    from imagination.coevolution import record_rollouts
+    from wmrl.data import Trajectories
+
+    if not noise_levels:
+        raise ValueError("noise_levels is empty; expected the demos' expert noise levels, e.g. [0.0, 0.2, 0.4]")
+    bounds = np.linspace(0, len(task_ids), len(noise_levels) + 1).round().astype(int)
+    parts, steps = [], 0.0
+    for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        if hi <= lo:
+            continue
+        env = envs.make_vec(task_ids[lo:hi], int(hi - lo), autoreset_mode="same_step", **env_kwargs)
+        try:
+            expert = envs.make_expert(env, noise=float(noise_levels[j]), seed=seed + j)
+            # one action per call: every sub-env asks each step, so the expert's whole batch is the sub-batch
+            traj, st = record_rollouts(env, lambda obs, instr, e=expert: e.act()[:, None, :], int(hi - lo), 1,
+                                       seed=list(seeds[lo:hi]), first_episodes_only=True)
+        finally:
+            env.close()
+        parts.append(traj)
+        steps += st["first_episode_steps"]
+    traj = Trajectories.concat(parts)
+    return traj, {"episodes": float(len(traj.episode_success)), "success_rate": float(np.mean(traj.episode_success)),
+                  "first_episode_steps": steps}
+
+
+def held_out_key(policy_dir: Path, cfg: Any) -> dict[str, Any]:
+    """What a kept held-out score is valid for: the SHA-256 of the policy's weights in ``policy_dir`` and the
+    run's evaluation protocol (suite, ``cfg.eval``, render options)."""
+    import hashlib
+
+    protocol = {"suite": cfg.suite, "eval": dataclasses.asdict(cfg.eval), "render": cfg.render.env_kwargs()}
+    return {"policy_sha256": hashlib.sha256((policy_dir / "model.safetensors").read_bytes()).hexdigest(),
+            "protocol": json.loads(json.dumps(protocol, default=str))}
+
+
+def held_out_eval(policy_dir: Path, cfg: Any) -> dict[str, Any]:
+    """:func:`imagination.pipeline.evaluate_in_sim` of the policy in ``policy_dir``, kept beside it in
+    ``held_out.json`` with its :func:`held_out_key`, and read from there while the key is unchanged (a
+    resumed run does not score its finished policies again)."""
+    from imagination.pipeline import evaluate_in_sim
+    from policies import load_policy
+    from wmrl.io import atomic_write_json
+
+    key = held_out_key(policy_dir, cfg)
+    cache = policy_dir.parent / "held_out.json"
+    if cache.is_file():
+        try:
+            kept = json.loads(cache.read_text())
+        except json.JSONDecodeError:
+            kept = {}
+        if all(kept.get(k) == v for k, v in key.items()) and "eval" in kept:
+            return kept["eval"]
+    ev = evaluate_in_sim(load_policy(policy_dir), cfg)
+    atomic_write_json(cache, {**key, "eval": ev})
+    return ev
 
 
 def _grpo_config(cfg: Any, **changes: Any) -> Any:
@@ -298,6 +370,7 @@ def run_one(
     train_on: str = "all",
     renderer: str | None = None,
     coevolution_rounds: int = 0,
+    data_control: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
@@ -310,7 +383,11 @@ def run_one(
     ``coevolution_rounds`` R: after ``sm_branch``, R rounds of two arms each, both ``real_iterations`` more of
     GRPO from the previous round's policy (round 1: ``sm_branch``'s): ``sm_coevo_r`` in the state models fitted
     again (:func:`refit_state_models`) on the demos plus the real pool rollouts of every earlier policy of
-    its line (World-VLA-Loop's co-evolution), and ``sm_more_r`` in the unchanged ones (the control)."""
+    its line (World-VLA-Loop's co-evolution), and ``sm_more_r`` in the unchanged ones (the control).
+    ``data_control``: a third arm each round, ``sm_demos_r``, GRPO on from its own line's policy in the state
+    models fitted again on the demos plus as many scripted-expert episodes from the pool starts
+    (:func:`play_expert_pool`, the demos' noise levels, new noise each round) as ``sm_coevo_r`` had policy
+    rollouts: as much more real data, not the policy's."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -330,9 +407,12 @@ def run_one(
                   "max_disagreement": None if len(names) < 2 else max_disagreement,
                   **({"train_on": train_on} if train_on != "all" else {}),
                   **({"renderer": "quick" if quick_state_model else renderer} if renderer else {}),
-                  **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {})}
+                  **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {}),
+                  **({"data_control": True} if data_control else {})}
     elif coevolution_rounds:
         raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
+    if data_control and not coevolution_rounds:
+        raise WmrlError("data_control=True is a third arm of each co-evolution round; it needs coevolution_rounds >= 1")
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -392,13 +472,25 @@ def run_one(
         real_steps_of[STATE_MODEL_ARM] = arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps
     rollouts: list[Any] = []  # the co-evolving line's real pool rollouts so far
     demos = functools.cache(lambda: load_trajectories(src / "data"))  # read once, and only if a round refits
+    expert_rollouts: list[Any] = []  # the data control's extra expert pool episodes so far
+    expert_steps = 0.0
+    lines = COEVOLUTION_ARMS + ((DATA_CONTROL_ARM,) if data_control else ())
     for r in range(1, coevolution_rounds + 1):
         coevo, more = (f"{k}_{r}" for k in COEVOLUTION_ARMS)
-        prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in COEVOLUTION_ARMS}
+        prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in lines}
         played[prev["sm_coevo"]] = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
         rollouts.append(played[prev["sm_coevo"]][0])
         refit = refit_state_models(demos, dirs, rollouts, work / coevo / "state_models")
-        for name, kind, world_dirs in ((coevo, "sm_coevo", refit), (more, "sm_more", dirs)):
+        worlds = [(coevo, "sm_coevo", refit), (more, "sm_more", dirs)]
+        if data_control:
+            noise = [float(x) for x in cfg.demos.noise]
+            traj, st = play_expert_pool(task_ids, seeds, env_kwargs, noise, seed=rl_seeds(cfg, rl_seed)[1] + 7919 * r)
+            expert_rollouts.append(traj)
+            expert_steps = st["first_episode_steps"]
+            name = f"{DATA_CONTROL_ARM}_{r}"
+            worlds.append((name, DATA_CONTROL_ARM,
+                           refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models")))
+        for name, kind, world_dirs in worlds:
             t_arm = time.perf_counter()
             make = state_model_world(world_dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on, drawer)
             hist = real_arm(src, cfg, starts, real_iterations, work / name, progress, rl_seed, world=make,
@@ -409,6 +501,8 @@ def run_one(
             used = arms[name]["real_prefix_steps"]
             if kind == "sm_coevo":
                 used += float(played[prev[kind]][1]["first_episode_steps"])
+            elif kind == DATA_CONTROL_ARM:
+                used += expert_steps
             real_steps_of[name] = real_steps_of[prev[kind]] + used
     pool_outcomes: dict[str, list[int]] = {"sft": [int(x) for x in keyframes.episode_success]}
     held: dict[str, Any] = {}
@@ -418,7 +512,9 @@ def run_one(
             pool_outcomes[name] = [int(x) for x in traj.episode_success]
         if held_out:
             stage = {"sft": "eval_sft", "round_0": "round_0", "real_rl": "real_rl"}.get(name)
-            held[name] = (_stage_eval(src, stage) if stage else None) or evaluate_in_sim(load_policy(folder), cfg)
+            # the work folder's policies keep their score (resumable); the run folder is only read
+            held[name] = (_stage_eval(src, stage) if stage else None) or (
+                held_out_eval(folder, cfg) if folder.is_relative_to(work) else evaluate_in_sim(load_policy(folder), cfg))
     res = {
         "run": str(src),
         "seed": int(cfg.seed),
@@ -513,6 +609,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="after sm_branch, R co-evolution rounds: GRPO goes on (--real-iterations each) in the state "
                    "models fitted again on the demos plus the line's real pool rollouts (sm_coevo_r), and in the "
                    "unchanged ones (sm_more_r, the control) (default 0; quick: 1)")
+    p.add_argument("--data-control", action="store_true",
+                   help="with --coevolution-rounds: a third arm each round, sm_demos_r, GRPO on in the state models "
+                   "fitted again on the demos plus as many scripted-expert episodes from the pool starts as the "
+                   "co-evolving line's rollouts (more real data, not the policy's) (quick: on)")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
@@ -546,6 +646,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.coevolution_rounds < 0 or (a.coevolution_rounds and not (a.state_models or a.quick)):
         raise WmrlError(f"--coevolution-rounds {a.coevolution_rounds} must be >= 0, and > 0 goes on from the "
                         "sm_branch arm: it needs --state-models")
+    if a.data_control and not a.coevolution_rounds:
+        raise WmrlError("--data-control adds an arm to each co-evolution round; it needs --coevolution-rounds >= 1")
+    a.data_control = a.data_control or bool(a.quick and a.coevolution_rounds)
     if a.quick and a.renderer not in (None, "quick"):
         raise WmrlError(f"--renderer {a.renderer}: --quick fits its own tiny renderer; pass --renderer quick")
     if a.runs is None:
@@ -573,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
                 StateRenderer.from_pretrained(src / a.renderer)  # a missing or corrupt one: before any work
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
-                     a.coevolution_rounds)
+                     a.coevolution_rounds, a.data_control)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))

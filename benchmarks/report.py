@@ -120,6 +120,13 @@ def _coevolution(d: dict) -> str:
     return f"{_fixed_starts_arm(d, f'sm_coevo_{r}')} | {_fixed_starts_arm(d, f'sm_more_{r}')}"
 
 
+def _data_control(d: dict) -> str:
+    """A fixed_starts co-evolution result with ``--data-control``: its last round's arm refitted on the policy's
+    rollouts | refitted on as many scripted-expert episodes | the unchanged control (:func:`_fixed_starts_arm`)."""
+    r = (d.get("state_model_arm") or {}).get("coevolution_rounds", 1)
+    return " | ".join(_fixed_starts_arm(d, f"{k}_{r}") for k in ("sm_coevo", "sm_demos", "sm_more"))
+
+
 def _fidelity(d: dict) -> str:
     """A coevolution_fidelity result: for the last round's refitted-line and control policies, the share of
     starts whose real outcome the original models' world reproduces -> the last refit's (paired +- s.e.), on
@@ -132,6 +139,22 @@ def _fidelity(d: dict) -> str:
             parts.append(f"{_fmt(row['original']['agreement'])} -> {_fmt(row[f'refit_{r}']['agreement'])} "
                          f"({pair['diff']:+.3f} +- {pair['se']:.3f})")
     return f"pool {parts[0]} / {parts[1]}; held out {parts[2]} / {parts[3]}"
+
+
+def _fidelity_data(d: dict) -> str:
+    """A coevolution_fidelity result of a ``--data-control`` work folder: for each scored policy, the share of
+    starts whose real outcome each world reproduces, original / last refit on the policy's rollouts / last refit
+    on as many expert episodes, and refit minus expert refit (paired +- s.e.), on the pool, then held out."""
+    r = d["rounds"]
+    parts = []
+    for field in ("pool", "held_out"):
+        rows = []
+        for arm in d["policies"]:
+            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"refit_{r}-demos_{r}"]
+            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in ("original", f"refit_{r}", f"demos_{r}"))
+                        + f" ({pair['diff']:+.3f} +- {pair['se']:.3f})")
+        parts.append(f"{'pool' if field == 'pool' else 'held out'}: " + ", ".join(rows))
+    return "; ".join(parts)
 
 
 def _self_imitation(d: dict) -> str:
@@ -665,6 +688,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "held out", _coevolution, ">= sm_branch + 0.05"),
     ("fixed_starts_sm_k12_coevo5_rlseed1.json", "same, --rl-seed 1: refitted / control after round 5, on the pool / "
      "held out", _coevolution, ">= sm_branch + 0.05"),
+    ("fixed_starts_sm_k12_demos3.json", "same pool and rounds as fixed_starts_sm_k12_coevo3.json (resumed from its "
+     "work folders) with the data control (--data-control): after round 3, models refitted on the policy's pool "
+     "rollouts | refitted on as many scripted-expert episodes from the pool starts | unchanged, on the pool / held "
+     "out", _data_control, "sm_coevo > sm_demos"),
+    ("fixed_starts_sm_k12_demos3_rlseed1.json", "same, --rl-seed 1 (from fixed_starts_sm_k12_coevo3_rlseed1.json's "
+     "work folders)", _data_control, "sm_coevo > sm_demos"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
@@ -672,6 +701,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _fidelity, ""),
     ("coevolution_fidelity_k12_coevo3_rlseed1.json", "same, fixed_starts_sm_k12_coevo3_rlseed1.json's worlds and "
      "policies (--rl-seed 1)", _fidelity, ""),
+    ("coevolution_fidelity_k12_demos3.json", "fixed_starts_sm_k12_demos3.json's round-3 policies (refit line, "
+     "data control, control) scored in the original models / the round-3 refit on the policy's rollouts / the "
+     "round-3 refit on as many expert episodes: share of starts whose real outcome the world reproduces "
+     "(refit minus expert refit, paired +- s.e.), on the pool / 96 new starts per seed", _fidelity_data, ""),
+    ("coevolution_fidelity_k12_demos3_rlseed1.json", "same, fixed_starts_sm_k12_demos3_rlseed1.json's worlds and "
+     "policies (--rl-seed 1)", _fidelity_data, ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
@@ -1070,7 +1105,8 @@ def table() -> str:
             continue
         v = path(d) if callable(path) else _fmt(_get(d, path))
         quick = "quick" if d.get("quick") or (d.get("config") or {}).get("quick") else "full"
-        lines.append(f"| `{fname}` | {label} | {v} | {goal} | {quick} |")
+        cells = (f"`{fname}`", label, str(v), goal, quick)  # a "|" inside a cell would split it: escaped
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
 

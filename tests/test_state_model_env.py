@@ -676,6 +676,8 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
         (["--quick", "--state-models", "od"], r"--state-models od: --quick fits its own tiny state model"),
         (["--real-steps", "0"], r"--real-steps 0 must be >= 1"),
         (["--coevolution-rounds", "1"], r"--coevolution-rounds 1 must be >= 0, and > 0 goes on from the sm_branch arm"),
+        (["--quick", "--coevolution-rounds", "0", "--data-control"],
+         r"--data-control adds an arm to each co-evolution round; it needs --coevolution-rounds >= 1"),
     ):
         with pytest.raises(WmrlError, match=msg):
             main(out + args)
@@ -769,6 +771,24 @@ def test_coevolution_fidelity_summary_counts_agreement_false_and_missed_successe
     assert orig["open_loop_error_step_16_m"] == 0.01 and orig["open_loop_error_step_32_m"] is None
     d = out["paired"]["held_out"]["sm_more_1"]["refit_1-original"]
     assert d["diff"] == 0.25 and d["starts"] == 8 and d["se"] == pytest.approx(np.std([0, 1, 1, -1] * 2, ddof=1) / np.sqrt(8))
+    assert set(out["paired"]["pool"]["sm_branch"]) == {"refit_1-original"}
+
+
+def test_coevolution_fidelity_with_the_data_control_pairs_the_refit_against_the_expert_refit():
+    from benchmarks.coevolution_fidelity import coevolution_names, summarize, world_folder
+
+    policies, worlds = coevolution_names(2, data_control=True)
+    assert policies == ["sm_branch", "sm_coevo_1", "sm_more_1", "sm_demos_1", "sm_coevo_2", "sm_more_2", "sm_demos_2"]
+    assert worlds == ["original", "refit_1", "refit_2", "demos_1", "demos_2"]
+    assert [world_folder(w) for w in worlds[1:]] == ["sm_coevo_1", "sm_coevo_2", "sm_demos_1", "sm_demos_2"]
+    ol = dict.fromkeys(("one_step_error_moving_mean_m", "open_loop_error_step_16_m", "open_loop_error_step_32_m"), 0.01)
+    picked = ["original", "refit_2", "demos_2"]
+    outcomes = {"original": "0000", "refit_2": "1100", "demos_2": "1000"}
+    entry = {"real": "1100", "worlds": outcomes, "gated": dict.fromkeys(picked, 0.0), "open_loop": dict.fromkeys(picked, ol)}
+    run = {s: {"sm_coevo_2": entry} for s in ("pool", "held_out")}
+    paired = summarize([run], ["sm_coevo_2"], picked)["paired"]["pool"]["sm_coevo_2"]
+    assert set(paired) == {"refit_2-original", "demos_2-original", "refit_2-demos_2"}
+    assert (paired["refit_2-original"]["diff"], paired["demos_2-original"]["diff"], paired["refit_2-demos_2"]["diff"]) == (0.5, 0.25, 0.25)
 
 
 def test_coevolution_fidelity_bad_work_folders_give_one_line_errors(tmp_path):
@@ -786,7 +806,79 @@ def test_coevolution_fidelity_bad_work_folders_give_one_line_errors(tmp_path):
     (run / "result.json").write_text(json.dumps({"state_model_arm": {"coevolution_rounds": 1}}))
     with pytest.raises(WmrlError, match=r"seed_0 lacks sm_coevo_1, sm_more_1, sm_coevo_1/state_models; expected a finished"):
         main(out + ["--work", str(tmp_path)])
+    (run / "result.json").write_text(json.dumps({"state_model_arm": {"coevolution_rounds": 1, "data_control": True}}))
+    with pytest.raises(WmrlError, match=r"lacks sm_coevo_1, sm_more_1, sm_demos_1, sm_coevo_1/state_models, "
+                       r"sm_demos_1/state_models; expected"):
+        main(out + ["--work", str(tmp_path)])
+    for d in ("sm_coevo_1/policy", "sm_more_1/policy", "sm_demos_1/policy", "sm_coevo_1/state_models",
+              "sm_demos_1/state_models"):
+        (run / d).mkdir(parents=True)
+    with pytest.raises(WmrlError, match=r"--worlds refit_9: not in this work folder; expected some of original, "
+                       r"refit_1, demos_1"):
+        main(out + ["--work", str(tmp_path), "--worlds", "refit_9"])
+    with pytest.raises(WmrlError, match=r"--policies sm_coevo_2: not in this work folder"):
+        main(out + ["--work", str(tmp_path), "--policies", "sm_coevo_2"])
     (run / "result.json").write_text("{not json")
     with pytest.raises(WmrlError, match=r"result.json: not a readable benchmarks.fixed_starts run result"):
         main(out + ["--work", str(tmp_path)])
     assert not (tmp_path / "r.json").exists()
+
+
+def test_expert_pool_plays_every_start_once_at_the_demos_noise_levels():
+    """benchmarks.fixed_starts' data control: the scripted expert from each pool start (its first episode,
+    in start order, from the start's own scene), the pool split over the noise levels, seeded."""
+    from benchmarks.fixed_starts import play_expert_pool, pool_starts
+
+    task_ids, seeds = pool_starts(TASKS[:2], 3, 7)
+    kw = {"image_size": 32}
+    traj, st = play_expert_pool(task_ids, seeds, kw, [0.0, 1.0], seed=3)
+    ends = np.flatnonzero(traj.dones)
+    starts = np.r_[0, ends[:-1] + 1]
+    assert len(ends) == 6 and st["episodes"] == 6 and st["first_episode_steps"] == len(traj.actions)
+    assert [traj.task_ids[i] for i in starts] == task_ids
+    env = envs.make_vec(task_ids, 6, image_size=32, autoreset_mode="same_step")
+    env.reset(seed=seeds)
+    np.testing.assert_allclose(traj.env_states[starts], env.unwrapped.environment_state(), atol=1e-6)
+    env.close()
+    assert traj.episode_success[:3].all()  # the competent expert's part
+    again, _ = play_expert_pool(task_ids, seeds, kw, [0.0, 1.0], seed=3)
+    np.testing.assert_array_equal(again.actions, traj.actions)
+    other, _ = play_expert_pool(task_ids, seeds, kw, [0.0, 1.0], seed=4)
+    first = int(ends[2]) + 1  # the noise-0 part is the same expert whatever the seed; the noisy part is not
+    np.testing.assert_array_equal(other.actions[:first], traj.actions[:first])
+    assert not np.array_equal(other.actions[first:first + 5], traj.actions[first:first + 5])
+    with pytest.raises(ValueError, match=r"noise_levels is empty"):
+        play_expert_pool(task_ids, seeds, kw, [], seed=3)
+
+
+def test_held_out_scores_are_kept_beside_the_policy_until_it_or_the_protocol_changes(tmp_path):
+    """benchmarks.fixed_starts.held_out_eval: the real-simulator evaluation of a work folder's policy is
+    written beside it and read back while the weights and the evaluation protocol are unchanged."""
+    import dataclasses
+
+    from benchmarks.fixed_starts import held_out_eval
+    from imagination.pipeline import EvalConfig, RunConfig, evaluate_in_sim
+    from policies import load_policy
+    from policies.vla import VLAConfig, VLAPolicy
+
+    torch.manual_seed(0)
+    VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3)).save_pretrained(
+        tmp_path / "arm" / "policy")
+    cfg = RunConfig(suite="PushCube-v0", image_size=32, eval=EvalConfig(episodes_per_task=2, num_envs=2))
+    ev = held_out_eval(tmp_path / "arm" / "policy", cfg)
+    assert ev == json.loads(json.dumps(evaluate_in_sim(load_policy(tmp_path / "arm" / "policy"), cfg)))
+    kept = json.loads((tmp_path / "arm" / "held_out.json").read_text())
+    kept["eval"]["success"] = 0.5  # a kept score is read back, not recomputed
+    (tmp_path / "arm" / "held_out.json").write_text(json.dumps(kept))
+    assert held_out_eval(tmp_path / "arm" / "policy", cfg)["success"] == 0.5
+    more = dataclasses.replace(cfg, eval=EvalConfig(episodes_per_task=3, num_envs=3))
+    assert len(held_out_eval(tmp_path / "arm" / "policy", more)["outcomes"]["PushCube-v0"]) == 3
+    kept["eval"]["success"] = 0.5  # the same protocol, other weights: scored again
+    kept.update(json.loads((tmp_path / "arm" / "held_out.json").read_text()), eval=kept["eval"])
+    (tmp_path / "arm" / "held_out.json").write_text(json.dumps(kept))
+    torch.manual_seed(1)
+    VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3)).save_pretrained(
+        tmp_path / "arm" / "policy")
+    again = held_out_eval(tmp_path / "arm" / "policy", more)
+    assert again == json.loads(json.dumps(evaluate_in_sim(load_policy(tmp_path / "arm" / "policy"), more)))
+    assert json.loads((tmp_path / "arm" / "held_out.json").read_text())["policy_sha256"] != kept["policy_sha256"]
