@@ -114,17 +114,11 @@ def _fixed_starts_both(d: dict) -> str:
 
 
 def _coevolution(d: dict) -> str:
-    """A fixed_starts co-evolution result: its last round's refitted arm | that round's control
-    (:func:`_fixed_starts_arm`)."""
-    r = (d.get("state_model_arm") or {}).get("coevolution_rounds", 1)
-    return f"{_fixed_starts_arm(d, f'sm_coevo_{r}')} | {_fixed_starts_arm(d, f'sm_more_{r}')}"
-
-
-def _data_control(d: dict) -> str:
-    """A fixed_starts co-evolution result with ``--data-control``: its last round's arm refitted on the policy's
-    rollouts | refitted on as many scripted-expert episodes | the unchanged control (:func:`_fixed_starts_arm`)."""
-    r = (d.get("state_model_arm") or {}).get("coevolution_rounds", 1)
-    return " | ".join(_fixed_starts_arm(d, f"{k}_{r}") for k in ("sm_coevo", "sm_demos", "sm_more"))
+    """A fixed_starts co-evolution result: its last round's refitted arm | (with ``--data-control``) the arm
+    refitted on as many scripted-expert episodes | that round's unchanged control (:func:`_fixed_starts_arm`)."""
+    arm = d.get("state_model_arm") or {}
+    lines = ("sm_coevo", "sm_demos", "sm_more") if arm.get("data_control") else ("sm_coevo", "sm_more")
+    return " | ".join(_fixed_starts_arm(d, f"{k}_{arm.get('coevolution_rounds', 1)}") for k in lines)
 
 
 def _fidelity(d: dict) -> str:
@@ -691,9 +685,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_sm_k12_demos3.json", "same pool and rounds as fixed_starts_sm_k12_coevo3.json (resumed from its "
      "work folders) with the data control (--data-control): after round 3, models refitted on the policy's pool "
      "rollouts | refitted on as many scripted-expert episodes from the pool starts | unchanged, on the pool / held "
-     "out", _data_control, "sm_coevo > sm_demos"),
+     "out", _coevolution, "sm_coevo > sm_demos"),
     ("fixed_starts_sm_k12_demos3_rlseed1.json", "same, --rl-seed 1 (from fixed_starts_sm_k12_coevo3_rlseed1.json's "
-     "work folders)", _data_control, "sm_coevo > sm_demos"),
+     "work folders)", _coevolution, "sm_coevo > sm_demos"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
