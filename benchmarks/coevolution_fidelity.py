@@ -37,7 +37,10 @@ With ``fixed_starts --data-control`` the work folder also holds the data control
 its worlds (``demos_r``: the models refitted on the demos plus ``r`` x P scripted-expert episodes from the pool
 starts, as many as ``refit_r``'s policy rollouts); they are scored too, and ``paired`` adds ``refit_r`` minus
 ``demos_r``: is a world fitted on the policy's own episodes more faithful than one fitted on as much expert
-data? ``--policies`` / ``--worlds`` score a selection (the original world always).
+data? With ``fixed_starts --gate-control METRES`` it also holds that control's line (``sm_gate_r``: GRPO in
+the original models behind a gate at METRES) and its world (``gate``), scored too; ``paired`` adds ``refit_r``
+minus ``gate``: is a refitted world more faithful than the original models behind a quieter gate?
+``--policies`` / ``--worlds`` score a selection (the original world always).
 """
 
 from __future__ import annotations
@@ -57,18 +60,25 @@ HELD_OUT_SEED_BASE = 7_000_000  # far from the pools' seeds (run real-RL seed x 
 OPEN_LOOP_SCORES = ("one_step_error_moving_mean_m", "open_loop_error_step_16_m", "open_loop_error_step_32_m")
 
 
-def coevolution_names(rounds: int, data_control: bool = False) -> tuple[list[str], list[str]]:
-    """The co-evolution lines' policies (``sm_branch``, then ``sm_coevo_r`` and ``sm_more_r`` per round, and
-    ``sm_demos_r`` with the data control) and the worlds (``original``, ``refit_1 .. refit_R``, and
-    ``demos_1 .. demos_R``, the models refitted on as many expert episodes) of a result with ``rounds`` rounds."""
-    lines = ("sm_coevo", "sm_more") + (("sm_demos",) if data_control else ())
+def coevolution_names(
+    rounds: int, data_control: bool = False, gate_control: bool = False
+) -> tuple[list[str], list[str]]:
+    """The co-evolution lines' policies (``sm_branch``, then ``sm_coevo_r`` and ``sm_more_r`` per round,
+    ``sm_demos_r`` with the data control, ``sm_gate_r`` with the gate control) and the worlds (``original``,
+    ``refit_1 .. refit_R``, ``demos_1 .. demos_R``: the models refitted on as many expert episodes, and ``gate``:
+    the original models behind the gate control's threshold) of a result with ``rounds`` rounds."""
+    lines = ("sm_coevo", "sm_more") + (("sm_demos",) if data_control else ()) + (("sm_gate",) if gate_control else ())
     policies = ["sm_branch"] + [f"{k}_{r}" for r in range(1, rounds + 1) for k in lines]
     worlds = ["original"] + [f"refit_{r}" for r in range(1, rounds + 1)]
-    return policies, worlds + ([f"demos_{r}" for r in range(1, rounds + 1)] if data_control else [])
+    worlds += [f"demos_{r}" for r in range(1, rounds + 1)] if data_control else []
+    return policies, worlds + (["gate"] if gate_control else [])
 
 
-def world_folder(world: str) -> str:
-    """The arm folder whose ``state_models`` a refitted world ``refit_r`` / ``demos_r`` is."""
+def world_folder(world: str) -> str | None:
+    """The arm folder whose ``state_models`` a refitted world ``refit_r`` / ``demos_r`` is (None: a world of
+    the original models, ``original`` or ``gate``)."""
+    if world in ("original", "gate"):
+        return None
     kind, r = world.rsplit("_", 1)
     return f"{'sm_coevo' if kind == 'refit' else 'sm_demos'}_{r}"
 
@@ -128,7 +138,7 @@ def measure_run(
     src = Path(run["run"])
     arm = run["state_model_arm"]
     rounds = int(arm.get("coevolution_rounds", 0))
-    every_policy, every_world = coevolution_names(rounds, bool(arm.get("data_control")))
+    every_policy, every_world = coevolution_names(rounds, bool(arm.get("data_control")), arm.get("gate_control") is not None)
     policies, worlds = policies or every_policy, worlds or every_world
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
@@ -138,10 +148,12 @@ def measure_run(
     else:
         dirs = {"original": [state_model_dir(src, n) for n in arm["state_models"]]}
     for w in worlds[1:]:  # refit_state_models' folders: the originals' names
-        dirs[w] = [folder / world_folder(w) / "state_models" / d.name for d in dirs["original"]]
+        sub = world_folder(w)
+        dirs[w] = dirs["original"] if sub is None else [folder / sub / "state_models" / d.name for d in dirs["original"]]
     models = {w: [ObjectDynamics.from_pretrained(d) for d in ds] for w, ds in dirs.items()}
     makers = {
-        w: state_model_world(ds, arm["real_steps"], arm["max_disagreement"], arm.get("train_on", "all"))
+        w: state_model_world(ds, arm["real_steps"], arm["gate_control"] if w == "gate" else arm["max_disagreement"],
+                             arm.get("train_on", "all"))
         for w, ds in dirs.items()
     }
     held = held_out_per_task * len(tasks)
@@ -201,8 +213,8 @@ def _bits(text: str) -> np.ndarray:
 def summarize(per_run: list[dict[str, Any]], policies: list[str], worlds: list[str]) -> dict[str, Any]:
     """Per start set, policy and world: success, agreement, false and missed success rates, gate share and
     open-loop errors (means over runs' starts); ``paired``: each refitted world's agreement minus the
-    original's, and ``refit_r`` minus ``demos_r`` where both are scored, start by start over all runs (mean
-    and standard error). ``worlds[0]`` is the original models'."""
+    original's, and ``refit_r`` minus ``demos_r`` (minus ``gate``) where both are scored, start by start over
+    all runs (mean and standard error). ``worlds[0]`` is the original models'."""
     summary: dict[str, Any] = {}
     paired: dict[str, Any] = {}
     for set_name in ("pool", "held_out"):
@@ -229,6 +241,7 @@ def summarize(per_run: list[dict[str, Any]], policies: list[str], worlds: list[s
             s_block[name] = per_world
             pairs = [(w, worlds[0]) for w in worlds[1:]]
             pairs += [(w, f"demos_{w[6:]}") for w in worlds if w.startswith("refit_") and f"demos_{w[6:]}" in worlds]
+            pairs += [(w, "gate") for w in worlds if w.startswith("refit_") and "gate" in worlds]
             p_block[name] = {
                 f"{a}-{b}": {
                     "diff": float((agree[a] - agree[b]).mean()),
@@ -275,21 +288,27 @@ def finished_runs(work: Path) -> dict[str, dict[str, Any]]:
             "of `python -m benchmarks.fixed_starts ... --coevolution-rounds R`"
         )
     rounds = {
-        k: (r["state_model_arm"]["coevolution_rounds"], bool(r["state_model_arm"].get("data_control")))
+        k: (
+            r["state_model_arm"]["coevolution_rounds"],
+            bool(r["state_model_arm"].get("data_control")),
+            r["state_model_arm"].get("gate_control"),
+        )
         for k, r in runs.items()
     }
     if len(set(rounds.values())) > 1:
         raise WmrlError(
-            f"--work {work}: its runs have different (co-evolution rounds, data control) {rounds}; expected one"
+            f"--work {work}: its runs have different (co-evolution rounds, data control, gate control) {rounds}; "
+            "expected one"
         )
     for key in runs:
-        policies, worlds = coevolution_names(*rounds[key])
+        n_rounds, data_control, gate = rounds[key]
+        policies, worlds = coevolution_names(n_rounds, data_control, gate is not None)
         folder = work / key
         missing = [n for n in policies if not (folder / n / "policy").is_dir()]
         missing += [
             f"{world_folder(w)}/state_models"
             for w in worlds[1:]
-            if not (folder / world_folder(w) / "state_models").is_dir()
+            if world_folder(w) is not None and not (folder / world_folder(w) / "state_models").is_dir()
         ]
         if missing:
             raise WmrlError(
@@ -319,15 +338,15 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="NAME",
         help="score only these policies (default: every co-evolution policy: sm_branch, sm_coevo_r, sm_more_r, "
-        "and sm_demos_r with the data control)",
+        "sm_demos_r with the data control, sm_gate_r with the gate control)",
     )
     p.add_argument(
         "--worlds",
         nargs="+",
         default=None,
         metavar="NAME",
-        help="score only in these worlds (default: every one: original, refit_r, and demos_r with the data "
-        "control); original is always scored",
+        help="score only in these worlds (default: every one: original, refit_r, demos_r with the data "
+        "control, gate with the gate control); original is always scored",
     )
     p.add_argument(
         "--quick",
@@ -356,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     first = next(iter(runs.values()))
     rounds = int(first["state_model_arm"]["coevolution_rounds"])
     data_control = bool(first["state_model_arm"].get("data_control"))
-    every_policy, every_world = coevolution_names(rounds, data_control)
+    gate_control = first["state_model_arm"].get("gate_control") is not None
+    every_policy, every_world = coevolution_names(rounds, data_control, gate_control)
     for flag, asked, known in (("--policies", a.policies, every_policy), ("--worlds", a.worlds, every_world)):
         bad = [n for n in asked or [] if n not in known]
         if bad:

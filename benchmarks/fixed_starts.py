@@ -5,7 +5,7 @@ Usage::
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
-         [--train-on all|branch|prefix] [--renderer NAME] [--coevolution-rounds R [--data-control]]]
+         [--train-on all|branch|prefix] [--renderer NAME] [--coevolution-rounds R [--data-control] [--gate-control METRES]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -49,6 +49,10 @@ model, IDM and SFT policy):
   fitted again on the demos plus as many scripted-expert episodes from the pool starts (the demos' noise
   levels) as ``sm_coevo_r`` fitted policy rollouts, so a gain of ``sm_coevo_r`` over it comes from the
   policy's own states, not from more real data (its real env steps count those expert episodes).
+  ``--gate-control METRES`` (an ensemble) adds another, ``sm_gate_r``: GRPO on from its own line in the
+  unchanged models with the disagreement gate at ``METRES`` instead of ``--max-disagreement``. The refits
+  also quiet the gate (their members disagree less); a looser gate on the original models tests whether
+  that alone gives their gain.
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -80,6 +84,9 @@ COEVOLUTION_ARMS = ("sm_coevo", "sm_more")
 # the data control (--data-control): GRPO on in the state models fitted again on as many extra scripted-expert
 # episodes from the pool starts as the co-evolving line's pool rollouts (more real data, not the policy's)
 DATA_CONTROL_ARM = "sm_demos"
+# the gate control (--gate-control METRES): GRPO on in the unchanged state models with the ensemble's disagreement
+# gate at METRES (a quieter gate without refitting: does that alone give the refits' gain?)
+GATE_CONTROL_ARM = "sm_gate"
 
 
 def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
@@ -371,6 +378,7 @@ def run_one(
     renderer: str | None = None,
     coevolution_rounds: int = 0,
     data_control: bool = False,
+    gate_control: float | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
@@ -387,7 +395,9 @@ def run_one(
     ``data_control``: a third arm each round, ``sm_demos_r``, GRPO on from its own line's policy in the state
     models fitted again on the demos plus as many scripted-expert episodes from the pool starts
     (:func:`play_expert_pool`, the demos' noise levels, new noise each round) as ``sm_coevo_r`` had policy
-    rollouts: as much more real data, not the policy's."""
+    rollouts: as much more real data, not the policy's. ``gate_control`` METRES: another arm each round,
+    ``sm_gate_r``, GRPO on from its own line's policy in the unchanged state models with the ensemble's gate at
+    METRES instead of ``max_disagreement``: a quieter (or stricter) gate without refitting."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -408,11 +418,15 @@ def run_one(
                   **({"train_on": train_on} if train_on != "all" else {}),
                   **({"renderer": "quick" if quick_state_model else renderer} if renderer else {}),
                   **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {}),
-                  **({"data_control": True} if data_control else {})}
+                  **({"data_control": True} if data_control else {}),
+                  **({"gate_control": float(gate_control)} if gate_control is not None else {})}
     elif coevolution_rounds:
         raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
     if data_control and not coevolution_rounds:
         raise WmrlError("data_control=True is a third arm of each co-evolution round; it needs coevolution_rounds >= 1")
+    if gate_control is not None and not (coevolution_rounds and sm_arm["max_disagreement"] is not None):
+        raise WmrlError(f"gate_control={gate_control} is an arm of each co-evolution round in an ensemble's gated "
+                        "world; it needs coevolution_rounds >= 1 and 2 or more state models")
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -474,25 +488,31 @@ def run_one(
     demos = functools.cache(lambda: load_trajectories(src / "data"))  # read once, and only if a round refits
     expert_rollouts: list[Any] = []  # the data control's extra expert pool episodes so far
     expert_steps = 0.0
-    lines = COEVOLUTION_ARMS + ((DATA_CONTROL_ARM,) if data_control else ())
+    expert_success: list[float] = []  # the expert's success on the pool, by round (what the control refits on)
+    lines = (COEVOLUTION_ARMS + ((DATA_CONTROL_ARM,) if data_control else ())
+             + ((GATE_CONTROL_ARM,) if gate_control is not None else ()))
     for r in range(1, coevolution_rounds + 1):
         coevo, more = (f"{k}_{r}" for k in COEVOLUTION_ARMS)
         prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in lines}
         played[prev["sm_coevo"]] = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
         rollouts.append(played[prev["sm_coevo"]][0])
         refit = refit_state_models(demos, dirs, rollouts, work / coevo / "state_models")
-        worlds = [(coevo, "sm_coevo", refit), (more, "sm_more", dirs)]
+        gate = sm_arm["max_disagreement"]
+        worlds = [(coevo, "sm_coevo", refit, gate), (more, "sm_more", dirs, gate)]
         if data_control:
             noise = [float(x) for x in cfg.demos.noise]
             traj, st = play_expert_pool(task_ids, seeds, env_kwargs, noise, seed=rl_seeds(cfg, rl_seed)[1] + 7919 * r)
             expert_rollouts.append(traj)
             expert_steps = st["first_episode_steps"]
+            expert_success.append(float(st["success_rate"]))
             name = f"{DATA_CONTROL_ARM}_{r}"
             worlds.append((name, DATA_CONTROL_ARM,
-                           refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models")))
-        for name, kind, world_dirs in worlds:
+                           refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models"), gate))
+        if gate_control is not None:
+            worlds.append((f"{GATE_CONTROL_ARM}_{r}", GATE_CONTROL_ARM, dirs, float(gate_control)))
+        for name, kind, world_dirs, world_gate in worlds:
             t_arm = time.perf_counter()
-            make = state_model_world(world_dirs, sm_arm["real_steps"], sm_arm["max_disagreement"], train_on, drawer)
+            make = state_model_world(world_dirs, sm_arm["real_steps"], world_gate, train_on, drawer)
             hist = real_arm(src, cfg, starts, real_iterations, work / name, progress, rl_seed, world=make,
                             policy_dir=policies[prev[kind]])
             policies[name] = work / name / "policy"
@@ -532,6 +552,7 @@ def run_one(
             **real_steps_of,
         },
         "state_model_arm": sm_arm,
+        **({"expert_pool_success": expert_success} if data_control else {}),
         "iterations": iterations,
         "real_iterations": real_iterations,
         "rl_seed": rl_seed,
@@ -559,7 +580,8 @@ def _paired(per_run: list[dict[str, Any]], field: str, a: str, b: str) -> dict[s
 
 
 def summarize(per_run: list[dict[str, Any]]) -> dict[str, Any]:
-    """Means over runs, and each policy's paired difference from SFT on the pool and held out."""
+    """Means over runs, and each policy's paired difference from SFT on the pool and held out (and, with the
+    data control, the mean success of its scripted-expert pool episodes by round)."""
     names = list(per_run[0]["pool_success"])
     out: dict[str, Any] = {"pool_success": {}, "pool_vs_sft": {}, "held_out_success": {}, "held_out_vs_sft": {}}
     for n in names:
@@ -571,6 +593,8 @@ def summarize(per_run: list[dict[str, Any]]) -> dict[str, Any]:
             out["held_out_success"][n] = float(np.mean([r["held_out"][n]["success"] for r in per_run]))
             if n != "sft":
                 out["held_out_vs_sft"][n] = _paired(per_run, "held_out", "sft", n)
+    if all(r.get("expert_pool_success") for r in per_run):  # the data control's expert episodes, by round
+        out["expert_pool_success"] = [float(x) for x in np.mean([r["expert_pool_success"] for r in per_run], 0)]
     return out
 
 
@@ -613,6 +637,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --coevolution-rounds: a third arm each round, sm_demos_r, GRPO on in the state models "
                    "fitted again on the demos plus as many scripted-expert episodes from the pool starts as the "
                    "co-evolving line's rollouts (more real data, not the policy's) (quick: on)")
+    p.add_argument("--gate-control", type=float, default=None, metavar="METRES",
+                   help="with --coevolution-rounds and an ensemble: another arm each round, sm_gate_r, GRPO on in "
+                   "the unchanged state models with the disagreement gate at METRES instead of --max-disagreement "
+                   "(does a quieter gate alone give the refits' gain?)")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
@@ -648,6 +676,11 @@ def main(argv: list[str] | None = None) -> int:
                         "sm_branch arm: it needs --state-models")
     if a.data_control and not a.coevolution_rounds:
         raise WmrlError("--data-control adds an arm to each co-evolution round; it needs --coevolution-rounds >= 1")
+    if a.gate_control is not None and not (a.coevolution_rounds and len(a.state_models) > 1
+                                           and math.isfinite(a.gate_control) and a.gate_control > 0):
+        raise WmrlError(f"--gate-control {a.gate_control} must be a number of metres > 0, and gates an ensemble's "
+                        "world each co-evolution round: it needs --coevolution-rounds >= 1 and 2 or more "
+                        "--state-models")
     a.data_control = a.data_control or bool(a.quick and a.coevolution_rounds)
     if a.quick and a.renderer not in (None, "quick"):
         raise WmrlError(f"--renderer {a.renderer}: --quick fits its own tiny renderer; pass --renderer quick")
@@ -676,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
                 StateRenderer.from_pretrained(src / a.renderer)  # a missing or corrupt one: before any work
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
-                     a.coevolution_rounds, a.data_control)
+                     a.coevolution_rounds, a.data_control, a.gate_control)
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))
@@ -698,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
         h = res["held_out_success"].get(n)
         print(f"{n:10s} pool {v:.3f}" + (f" ({d['diff']:+.3f} +- {d['se']:.3f})" if d else "")
               + (f"  held-out {h:.3f}" if h is not None else ""))
+    if "expert_pool_success" in res:
+        print("data control's expert pool episodes, success by round:", [round(x, 3) for x in res["expert_pool_success"]])
     return 0
 
 

@@ -115,9 +115,11 @@ def _fixed_starts_both(d: dict) -> str:
 
 def _coevolution(d: dict) -> str:
     """A fixed_starts co-evolution result: its last round's refitted arm | (with ``--data-control``) the arm
-    refitted on as many scripted-expert episodes | that round's unchanged control (:func:`_fixed_starts_arm`)."""
+    refitted on as many scripted-expert episodes | that round's unchanged control | (with ``--gate-control``) the
+    unchanged models' arm behind the other gate (:func:`_fixed_starts_arm`)."""
     arm = d.get("state_model_arm") or {}
-    lines = ("sm_coevo", "sm_demos", "sm_more") if arm.get("data_control") else ("sm_coevo", "sm_more")
+    lines = (("sm_coevo",) + (("sm_demos",) if arm.get("data_control") else ()) + ("sm_more",)
+             + (("sm_gate",) if arm.get("gate_control") is not None else ()))
     return " | ".join(_fixed_starts_arm(d, f"{k}_{arm.get('coevolution_rounds', 1)}") for k in lines)
 
 
@@ -135,17 +137,19 @@ def _fidelity(d: dict) -> str:
     return f"pool {parts[0]} / {parts[1]}; held out {parts[2]} / {parts[3]}"
 
 
-def _fidelity_data(d: dict) -> str:
+def _fidelity_data(d: dict, other: str | None = None) -> str:
     """A coevolution_fidelity result of a ``--data-control`` work folder: for each scored policy, the share of
-    starts whose real outcome each world reproduces, original / last refit on the policy's rollouts / last refit
-    on as many expert episodes, and refit minus expert refit (paired +- s.e.), on the pool, then held out."""
+    starts whose real outcome each world reproduces, original / last refit on the policy's rollouts / ``other``
+    (default: the last refit on as many expert episodes; ``gate``: the original models behind the gate
+    control's gate), and the refit minus ``other`` (paired +- s.e.), on the pool, then held out."""
     r = d["rounds"]
+    other = other or f"demos_{r}"
     parts = []
     for field in ("pool", "held_out"):
         rows = []
         for arm in d["policies"]:
-            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"refit_{r}-demos_{r}"]
-            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in ("original", f"refit_{r}", f"demos_{r}"))
+            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"refit_{r}-{other}"]
+            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in ("original", f"refit_{r}", other))
                         + f" ({pair['diff']:+.3f} +- {pair['se']:.3f})")
         parts.append(f"{'pool' if field == 'pool' else 'held out'}: " + ", ".join(rows))
     return "; ".join(parts)
@@ -688,6 +692,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "out", _coevolution, "sm_coevo > sm_demos"),
     ("fixed_starts_sm_k12_demos3_rlseed1.json", "same, --rl-seed 1 (from fixed_starts_sm_k12_coevo3_rlseed1.json's "
      "work folders)", _coevolution, "sm_coevo > sm_demos"),
+    ("fixed_starts_sm_k12_demos5.json", "same pool, five rounds with the data control (resumed from the five-round "
+     "and the three-round data-control work folders): after round 5, refitted on the policy's rollouts | on as many "
+     "expert episodes | unchanged, on the pool / held out", _coevolution, "sm_coevo > sm_demos"),
+    ("fixed_starts_sm_k12_demos5_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_coevo > sm_demos"),
+    ("fixed_starts_sm_k12_gate3.json", "same pool, three rounds with the data control and the gate control "
+     "(--gate-control 0.035: a line in the unchanged models behind a looser gate that ends about as many pool "
+     "episodes as the refits' 0.025 gate): after round 3, refitted | expert refit | unchanged | unchanged, gate "
+     "0.035, on the pool / held out", _coevolution, "sm_coevo > sm_gate"),
+    ("fixed_starts_sm_k12_gate3_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_coevo > sm_gate"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
@@ -701,6 +714,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(refit minus expert refit, paired +- s.e.), on the pool / 96 new starts per seed", _fidelity_data, ""),
     ("coevolution_fidelity_k12_demos3_rlseed1.json", "same, fixed_starts_sm_k12_demos3_rlseed1.json's worlds and "
      "policies (--rl-seed 1)", _fidelity_data, ""),
+    ("coevolution_fidelity_k12_demos5.json", "fixed_starts_sm_k12_demos5.json's round-5 policies (refit line, "
+     "data control, control) in the original models / the round-5 refit / the round-5 expert refit: share of starts "
+     "whose real outcome the world reproduces (refit minus expert refit, paired +- s.e.), on the pool / 96 new "
+     "starts per seed", _fidelity_data, ""),
+    ("coevolution_fidelity_k12_demos5_rlseed1.json", "same, --rl-seed 1", _fidelity_data, ""),
+    ("coevolution_fidelity_k12_gate3.json", "fixed_starts_sm_k12_gate3.json's round-3 policies (refit line, "
+     "control, gate control) in the original models / the round-3 refit / the original models behind the 0.035 gate: "
+     "share of starts whose real outcome the world reproduces (refit minus gate world, paired +- s.e.), on the "
+     "pool / 96 new starts per seed", lambda d: _fidelity_data(d, "gate"), ""),
+    ("coevolution_fidelity_k12_gate3_rlseed1.json", "same, --rl-seed 1", lambda d: _fidelity_data(d, "gate"), ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "

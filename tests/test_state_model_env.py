@@ -678,6 +678,10 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
         (["--coevolution-rounds", "1"], r"--coevolution-rounds 1 must be >= 0, and > 0 goes on from the sm_branch arm"),
         (["--quick", "--coevolution-rounds", "0", "--data-control"],
          r"--data-control adds an arm to each co-evolution round; it needs --coevolution-rounds >= 1"),
+        (["--quick", "--gate-control", "0.03"],
+         r"--gate-control 0.03 must be a number of metres > 0, and gates an ensemble's world .* 2 or more"),
+        (["--state-models", "a", "b", "--coevolution-rounds", "1", "--gate-control", "-1"],
+         r"--gate-control -1.0 must be a number of metres > 0"),
     ):
         with pytest.raises(WmrlError, match=msg):
             main(out + args)
@@ -791,6 +795,36 @@ def test_coevolution_fidelity_with_the_data_control_pairs_the_refit_against_the_
     assert (paired["refit_2-original"]["diff"], paired["demos_2-original"]["diff"], paired["refit_2-demos_2"]["diff"]) == (0.5, 0.25, 0.25)
 
 
+def test_coevolution_fidelity_with_the_gate_control_scores_the_original_models_behind_its_gate():
+    from benchmarks.coevolution_fidelity import coevolution_names, summarize, world_folder
+
+    policies, worlds = coevolution_names(1, gate_control=True)
+    assert policies == ["sm_branch", "sm_coevo_1", "sm_more_1", "sm_gate_1"]
+    assert worlds == ["original", "refit_1", "gate"]
+    assert [world_folder(w) for w in worlds] == [None, "sm_coevo_1", None]
+    ol = dict.fromkeys(("one_step_error_moving_mean_m", "open_loop_error_step_16_m", "open_loop_error_step_32_m"), 0.01)
+    entry = {"real": "1100", "worlds": {"original": "0000", "refit_1": "1100", "gate": "1110"},
+             "gated": {"original": 0.5, "refit_1": 0.0, "gate": 0.25}, "open_loop": dict.fromkeys(worlds, ol)}
+    out = summarize([{s: {"sm_gate_1": entry} for s in ("pool", "held_out")}], ["sm_gate_1"], worlds)
+    paired = out["paired"]["pool"]["sm_gate_1"]
+    assert set(paired) == {"refit_1-original", "gate-original", "refit_1-gate"}
+    assert (paired["gate-original"]["diff"], paired["refit_1-gate"]["diff"]) == (0.25, 0.25)
+    assert out["summary"]["pool"]["sm_gate_1"]["gate"]["gated_share"] == 0.25
+
+
+def test_coevolution_fidelity_asks_a_gate_control_folder_for_its_line_but_no_models(tmp_path):
+    from benchmarks.coevolution_fidelity import finished_runs
+
+    run = tmp_path / "seed_0"
+    for d in ("sm_branch/policy", "sm_coevo_1/policy", "sm_more_1/policy", "sm_coevo_1/state_models"):
+        (run / d).mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"state_model_arm": {"coevolution_rounds": 1, "gate_control": 0.035}}))
+    with pytest.raises(WmrlError, match=r"seed_0 lacks sm_gate_1; expected a finished run folder"):
+        finished_runs(tmp_path)
+    (run / "sm_gate_1" / "policy").mkdir(parents=True)
+    assert list(finished_runs(tmp_path)) == ["seed_0"]
+
+
 def test_coevolution_fidelity_bad_work_folders_give_one_line_errors(tmp_path):
     from benchmarks.coevolution_fidelity import main
 
@@ -849,6 +883,24 @@ def test_expert_pool_plays_every_start_once_at_the_demos_noise_levels():
     assert not np.array_equal(other.actions[first:first + 5], traj.actions[first:first + 5])
     with pytest.raises(ValueError, match=r"noise_levels is empty"):
         play_expert_pool(task_ids, seeds, kw, [], seed=3)
+
+
+def test_fixed_starts_summary_pairs_policies_with_sft_and_averages_the_experts_pool_success():
+    """benchmarks.fixed_starts.summarize: each policy's paired difference from SFT over the runs' pool
+    episodes, and the data control's expert pool success by round (mean over runs; absent without it)."""
+    from benchmarks.fixed_starts import summarize
+
+    def run(sft: str, arm: str, expert: list[float] | None) -> dict:
+        out = {"pool_success": {"sft": sft.count("1") / len(sft), "arm": arm.count("1") / len(arm)},
+               "pool_outcomes": {"sft": sft, "arm": arm}, "held_out": {}}
+        return {**out, "expert_pool_success": expert} if expert is not None else out
+
+    s = summarize([run("0011", "0111", [0.5, 0.75]), run("1100", "1111", [1.0, 0.25])])
+    assert s["pool_success"] == {"sft": 0.5, "arm": 0.875}
+    assert s["pool_vs_sft"]["arm"]["diff"] == pytest.approx(3 / 8) and s["pool_vs_sft"]["arm"]["episodes"] == 8
+    assert s["pool_vs_sft"]["arm"]["se"] == pytest.approx(np.std([0, 1, 0, 0, 0, 0, 1, 1], ddof=1) / np.sqrt(8))
+    assert s["expert_pool_success"] == [0.75, 0.5]
+    assert "expert_pool_success" not in summarize([run("0011", "0111", None), run("1100", "1111", [1.0])])
 
 
 def test_held_out_scores_are_kept_beside_the_policy_until_it_or_the_protocol_changes(tmp_path):
