@@ -701,6 +701,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "episodes as the refits' 0.025 gate): after round 3, refitted | expert refit | unchanged | unchanged, gate "
      "0.035, on the pool / held out", _coevolution, "sm_coevo > sm_gate"),
     ("fixed_starts_sm_k12_gate3_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_coevo > sm_gate"),
+    ("fixed_starts_sm_k12_gate5.json", "same pool, five rounds with the data control and the gate control (resumed "
+     "from the five-round data-control and three-round gate-control work folders): after round 5, refitted | expert "
+     "refit | unchanged | unchanged, gate 0.035, on the pool / held out", _coevolution, "sm_coevo > sm_gate"),
+    ("fixed_starts_sm_k12_gate5_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_coevo > sm_gate"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
