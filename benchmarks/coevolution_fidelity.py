@@ -39,7 +39,10 @@ starts, as many as ``refit_r``'s policy rollouts); they are scored too, and ``pa
 ``demos_r``: is a world fitted on the policy's own episodes more faithful than one fitted on as much expert
 data? With ``fixed_starts --gate-control METRES`` it also holds that control's line (``sm_gate_r``: GRPO in
 the original models behind a gate at METRES) and its world (``gate``), scored too; ``paired`` adds ``refit_r``
-minus ``gate``: is a refitted world more faithful than the original models behind a quieter gate?
+minus ``gate``: is a refitted world more faithful than the original models behind a quieter gate? With
+``fixed_starts --warm-refit STEPS``, the warm-refit line (``sm_warm_r``) and its fine-tuned worlds (``warm_r``, on
+the pool rollouts of ``sm_branch`` and ``sm_warm_1 .. sm_warm_(r-1)``); ``paired`` adds ``refit_r`` minus
+``warm_r``.
 ``--policies`` / ``--worlds`` score a selection (the original world always).
 """
 
@@ -61,26 +64,32 @@ OPEN_LOOP_SCORES = ("one_step_error_moving_mean_m", "open_loop_error_step_16_m",
 
 
 def coevolution_names(
-    rounds: int, data_control: bool = False, gate_control: bool = False
+    rounds: int, data_control: bool = False, gate_control: bool = False, warm_refit: bool = False
 ) -> tuple[list[str], list[str]]:
     """The co-evolution lines' policies (``sm_branch``, then ``sm_coevo_r`` and ``sm_more_r`` per round,
-    ``sm_demos_r`` with the data control, ``sm_gate_r`` with the gate control) and the worlds (``original``,
-    ``refit_1 .. refit_R``, ``demos_1 .. demos_R``: the models refitted on as many expert episodes, and ``gate``:
-    the original models behind the gate control's threshold) of a result with ``rounds`` rounds."""
-    lines = ("sm_coevo", "sm_more") + (("sm_demos",) if data_control else ()) + (("sm_gate",) if gate_control else ())
+    ``sm_demos_r`` with the data control, ``sm_gate_r`` with the gate control, ``sm_warm_r`` with the warm refit)
+    and the worlds (``original``, ``refit_1 .. refit_R``, ``demos_1 .. demos_R``: the models refitted on as many
+    expert episodes, ``gate``: the original models behind the gate control's threshold, ``warm_1 .. warm_R``: the
+    warm-refit line's fine-tuned models) of a result with ``rounds`` rounds."""
+    lines = (("sm_coevo", "sm_more") + (("sm_demos",) if data_control else ()) + (("sm_gate",) if gate_control else ())
+             + (("sm_warm",) if warm_refit else ()))
     policies = ["sm_branch"] + [f"{k}_{r}" for r in range(1, rounds + 1) for k in lines]
     worlds = ["original"] + [f"refit_{r}" for r in range(1, rounds + 1)]
     worlds += [f"demos_{r}" for r in range(1, rounds + 1)] if data_control else []
-    return policies, worlds + (["gate"] if gate_control else [])
+    worlds += ["gate"] if gate_control else []
+    return policies, worlds + ([f"warm_{r}" for r in range(1, rounds + 1)] if warm_refit else [])
+
+
+WORLD_LINES = {"refit": "sm_coevo", "demos": "sm_demos", "warm": "sm_warm"}  # world kind -> the arm whose models
 
 
 def world_folder(world: str) -> str | None:
-    """The arm folder whose ``state_models`` a refitted world ``refit_r`` / ``demos_r`` is (None: a world of
-    the original models, ``original`` or ``gate``)."""
+    """The arm folder whose ``state_models`` a refitted world ``refit_r`` / ``demos_r`` / ``warm_r`` is (None: a
+    world of the original models, ``original`` or ``gate``)."""
     if world in ("original", "gate"):
         return None
     kind, r = world.rsplit("_", 1)
-    return f"{'sm_coevo' if kind == 'refit' else 'sm_demos'}_{r}"
+    return f"{WORLD_LINES[kind]}_{r}"
 
 
 def world_outcomes(
@@ -129,7 +138,7 @@ def measure_run(
     from tqdm import tqdm
 
     import envs
-    from benchmarks.fixed_starts import play_pool, state_model_world
+    from benchmarks.fixed_starts import QUICK_MEMBERS, play_pool, quick_member_dir, state_model_world
     from benchmarks.state_model_rl import state_model_dir
     from imagination.pipeline import run_config_of, run_env_kwargs
     from policies import load_policy
@@ -138,13 +147,14 @@ def measure_run(
     src = Path(run["run"])
     arm = run["state_model_arm"]
     rounds = int(arm.get("coevolution_rounds", 0))
-    every_policy, every_world = coevolution_names(rounds, bool(arm.get("data_control")), arm.get("gate_control") is not None)
+    every_policy, every_world = coevolution_names(rounds, bool(arm.get("data_control")), arm.get("gate_control") is not None,
+                                                  bool(arm.get("warm_refit")))
     policies, worlds = policies or every_policy, worlds or every_world
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
     kwargs = run_env_kwargs(cfg)
-    if arm["state_models"] == ["quick"]:  # fixed_starts --quick's tiny model, fitted in its work folder
-        dirs = {"original": [folder / "state_model_quick"]}
+    if arm["state_models"][0] == QUICK_MEMBERS[0]:  # fixed_starts --quick's tiny model(s), fitted in its work folder
+        dirs = {"original": [quick_member_dir(folder, n) for n in arm["state_models"]]}
     else:
         dirs = {"original": [state_model_dir(src, n) for n in arm["state_models"]]}
     for w in worlds[1:]:  # refit_state_models' folders: the originals' names
@@ -217,7 +227,7 @@ def _bits(text: str) -> np.ndarray:
 def summarize(per_run: list[dict[str, Any]], policies: list[str], worlds: list[str]) -> dict[str, Any]:
     """Per start set, policy and world: success, agreement, false and missed success rates, gate share and
     open-loop errors (means over runs' starts); ``paired``: each refitted world's agreement minus the
-    original's, and ``refit_r`` minus ``demos_r`` (minus ``gate``) where both are scored, start by start over
+    original's, and ``refit_r`` minus ``demos_r`` (minus ``gate``, minus ``warm_r``) where both are scored, start by start over
     all runs (mean and standard error). ``worlds[0]`` is the original models'."""
     summary: dict[str, Any] = {}
     paired: dict[str, Any] = {}
@@ -246,6 +256,7 @@ def summarize(per_run: list[dict[str, Any]], policies: list[str], worlds: list[s
             pairs = [(w, worlds[0]) for w in worlds[1:]]
             pairs += [(w, f"demos_{w[6:]}") for w in worlds if w.startswith("refit_") and f"demos_{w[6:]}" in worlds]
             pairs += [(w, "gate") for w in worlds if w.startswith("refit_") and "gate" in worlds]
+            pairs += [(w, f"warm_{w[6:]}") for w in worlds if w.startswith("refit_") and f"warm_{w[6:]}" in worlds]
             p_block[name] = {
                 f"{a}-{b}": {
                     "diff": float((agree[a] - agree[b]).mean()),
@@ -296,17 +307,18 @@ def finished_runs(work: Path) -> dict[str, dict[str, Any]]:
             r["state_model_arm"]["coevolution_rounds"],
             bool(r["state_model_arm"].get("data_control")),
             r["state_model_arm"].get("gate_control"),
+            json.dumps(r["state_model_arm"].get("warm_refit")),
         )
         for k, r in runs.items()
     }
     if len(set(rounds.values())) > 1:
         raise WmrlError(
-            f"--work {work}: its runs have different (co-evolution rounds, data control, gate control) {rounds}; "
-            "expected one"
+            f"--work {work}: its runs have different (co-evolution rounds, data control, gate control, warm refit) "
+            f"{rounds}; expected one"
         )
     for key in runs:
-        n_rounds, data_control, gate = rounds[key]
-        policies, worlds = coevolution_names(n_rounds, data_control, gate is not None)
+        n_rounds, data_control, gate, warm = rounds[key]
+        policies, worlds = coevolution_names(n_rounds, data_control, gate is not None, warm != "null")
         folder = work / key
         missing = [n for n in policies if not (folder / n / "policy").is_dir()]
         missing += [
@@ -380,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds = int(first["state_model_arm"]["coevolution_rounds"])
     data_control = bool(first["state_model_arm"].get("data_control"))
     gate_control = first["state_model_arm"].get("gate_control") is not None
-    every_policy, every_world = coevolution_names(rounds, data_control, gate_control)
+    warm_refit = bool(first["state_model_arm"].get("warm_refit"))
+    every_policy, every_world = coevolution_names(rounds, data_control, gate_control, warm_refit)
     for flag, asked, known in (("--policies", a.policies, every_policy), ("--worlds", a.worlds, every_world)):
         bad = [n for n in asked or [] if n not in known]
         if bad:
@@ -413,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"demos_{r}": [f"expert_pool_{q}" for q in range(1, r + 1)]
                 for r in range(1, rounds + 1)
                 if data_control
+            },
+            **{
+                f"warm_{r}": ["sm_branch"] + [f"sm_warm_{q}" for q in range(1, r)]
+                for r in range(1, rounds + 1)
+                if warm_refit
             },
         },
         "held_out_starts_per_task": held,

@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.fixed_starts --runs runs/s47/seed_0 runs/s47/seed_1 runs/s47/seed_2
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
-         [--train-on all|branch|prefix] [--renderer NAME] [--coevolution-rounds R [--data-control] [--gate-control METRES]]]
+         [--train-on all|branch|prefix] [--renderer NAME]
+         [--coevolution-rounds R [--data-control] [--gate-control METRES] [--warm-refit STEPS [--warm-refit-lr LR]]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -37,9 +38,10 @@ model, IDM and SFT policy):
   ``--renderer NAME`` by the run's learned :class:`worldmodels.state_renderer.StateRenderer` from the real
   frame the branch starts from (then every part of the branch is learned). Its real env steps are its
   prefixes'. ``--train-on branch`` (``prefix``) has GRPO train only on the model's (the real prefix's)
-  chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny single model on 16
-  SFT episodes (and a tiny renderer with ``--renderer quick``).
-* **Co-evolution on the pool** (``--coevolution-rounds R``; quick: 1, with the data control): after ``sm_branch``, each round
+  chunks; every step still counts in the episode's outcome. ``--quick`` fits a tiny two-member ensemble on
+  16 SFT episodes (and a tiny renderer with ``--renderer quick``).
+* **Co-evolution on the pool** (``--coevolution-rounds R``; quick: 1, with the data and gate controls and the warm
+  refit): after ``sm_branch``, each round
   plays the line's last policy on the pool in the real simulator, fits every state model again (its own
   config and seed) on the demos plus all the line's pool rollouts so far, and trains GRPO on from that
   policy for ``--real-iterations`` in the refitted world (``sm_coevo_r``). The control, ``sm_more_r``, trains
@@ -52,7 +54,10 @@ model, IDM and SFT policy):
   ``--gate-control METRES`` (an ensemble) adds another, ``sm_gate_r``: GRPO on from its own line in the
   unchanged models with the disagreement gate at ``METRES`` instead of ``--max-disagreement``. The refits
   also quiet the gate (their members disagree less); a looser gate on the original models tests whether
-  that alone gives their gain.
+  that alone gives their gain. ``--warm-refit STEPS`` adds a line that fine-tunes instead of refitting,
+  ``sm_warm_r``: each round its previous state models (round 1: the originals) are fine-tuned for ``STEPS``
+  steps (``--warm-refit-lr``, cosine) on the demos plus the line's own pool rollouts, as World-VLA-Loop
+  fine-tunes its world model on the policy's rollouts; its real env steps count as ``sm_coevo_r``'s.
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -68,6 +73,7 @@ import dataclasses
 import functools
 import json
 import math
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +93,19 @@ DATA_CONTROL_ARM = "sm_demos"
 # the gate control (--gate-control METRES): GRPO on in the unchanged state models with the ensemble's disagreement
 # gate at METRES (a quieter gate without refitting: does that alone give the refits' gain?)
 GATE_CONTROL_ARM = "sm_gate"
+# the warm refit (--warm-refit STEPS): GRPO on in the line's previous round's state models fine-tuned for STEPS steps
+# on the demos plus the line's pool rollouts (World-VLA-Loop's fine-tune, instead of a fit from scratch)
+WARM_REFIT_ARM = "sm_warm"
+WARM_REFIT_LR = 3e-4  # --warm-refit's default peak learning rate (cosine to 0; a fit from scratch starts at 1e-3)
+# --quick's tiny ensemble (names in the result's state_model_arm; folders: quick_member_dir)
+QUICK_MEMBERS = ("quick", "quick_b")
+QUICK_GATE_CONTROL = 0.035  # --quick's gate control (metres), the full runs' setting
+QUICK_WARM_REFIT = 30  # --quick's warm refit (steps; its tiny models fit in 150)
+
+
+def quick_member_dir(work: Path, name: str) -> Path:
+    """The folder of ``--quick``'s tiny ensemble member ``name`` in a run's work folder."""
+    return work / f"state_model_{name}"
 
 
 def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[list[str], list[int]]:
@@ -304,11 +323,15 @@ def state_model_world(
     return make
 
 
-def refit_state_models(demos: Any, dirs: list[Path], rollouts: list[Any], out: Path) -> list[Path]:
+def refit_state_models(
+    demos: Any, dirs: list[Path], rollouts: list[Any], out: Path, fine_tune: tuple[int, float] | None = None
+) -> list[Path]:
     """Each state model in ``dirs`` fitted again, with its own config and seed (a bootstrap member draws
     again), on the ``demos`` plus the real pool ``rollouts`` (``wmrl.data.Trajectories`` with environment
     states; ``demos`` may be a function returning them, called only if a fit is needed), into
-    ``out/<its folder name>`` (a finished fit there is kept: resumable); the new folders."""
+    ``out/<its folder name>`` (a finished fit there is kept: resumable); the new folders. ``fine_tune``
+    ``(steps, lr)``: each model is fine-tuned from its own weights for ``steps`` steps from learning rate ``lr``
+    (cosine to 0) instead of fitted from scratch (its normalisation, sampling and seed kept)."""
     from wmrl.data import Trajectories
     from worldmodels.object_dynamics import ObjectDynamics, fit_object_dynamics
 
@@ -318,7 +341,14 @@ def refit_state_models(demos: Any, dirs: list[Path], rollouts: list[Any], out: P
         if not (target / "config.json").is_file():  # written last: a fit stopped half way is redone
             if data is None:
                 data = Trajectories.concat([demos() if callable(demos) else demos, *rollouts])
-            model, metrics = fit_object_dynamics(data, ObjectDynamics.from_pretrained(d).config, progress=False)
+            old = ObjectDynamics.from_pretrained(d)
+            if fine_tune is None:
+                model, metrics = fit_object_dynamics(data, old.config, progress=False)
+            else:
+                steps, lr = fine_tune
+                c = dataclasses.replace(old.config, steps=int(steps), lr=float(lr))
+                model, metrics = fit_object_dynamics(data, c, progress=False, init=old)
+                metrics["fine_tuned_from"] = str(d)
             model.save_pretrained(target, metrics)
         new.append(target)
     return new
@@ -379,6 +409,7 @@ def run_one(
     coevolution_rounds: int = 0,
     data_control: bool = False,
     gate_control: float | None = None,
+    warm_refit: tuple[int, float] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
@@ -397,7 +428,11 @@ def run_one(
     (:func:`play_expert_pool`, the demos' noise levels, new noise each round) as ``sm_coevo_r`` had policy
     rollouts: as much more real data, not the policy's. ``gate_control`` METRES: another arm each round,
     ``sm_gate_r``, GRPO on from its own line's policy in the unchanged state models with the ensemble's gate at
-    METRES instead of ``max_disagreement``: a quieter (or stricter) gate without refitting."""
+    METRES instead of ``max_disagreement``: a quieter (or stricter) gate without refitting. ``warm_refit``
+    ``(steps, lr)``: another line each round, ``sm_warm_r``, GRPO on from its own line's policy in that line's
+    previous state models (round 1: the originals) fine-tuned for ``steps`` steps from learning rate ``lr`` on the
+    demos plus the line's own pool rollouts (:func:`refit_state_models` ``fine_tune``): the same data as
+    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -412,14 +447,15 @@ def run_one(
     done = work / "result.json"
     sm_arm = None
     if state_models or quick_state_model:
-        names = ["quick"] if quick_state_model else list(state_models)
+        names = list(QUICK_MEMBERS) if quick_state_model else list(state_models)
         sm_arm = {"state_models": names, "real_steps": int(real_steps),
                   "max_disagreement": None if len(names) < 2 else max_disagreement,
                   **({"train_on": train_on} if train_on != "all" else {}),
                   **({"renderer": "quick" if quick_state_model else renderer} if renderer else {}),
                   **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {}),
                   **({"data_control": True} if data_control else {}),
-                  **({"gate_control": float(gate_control)} if gate_control is not None else {})}
+                  **({"gate_control": float(gate_control)} if gate_control is not None else {}),
+                  **({"warm_refit": {"steps": int(warm_refit[0]), "lr": float(warm_refit[1])}} if warm_refit else {})}
     elif coevolution_rounds:
         raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
     if data_control and not coevolution_rounds:
@@ -427,6 +463,10 @@ def run_one(
     if gate_control is not None and not (coevolution_rounds and sm_arm["max_disagreement"] is not None):
         raise WmrlError(f"gate_control={gate_control} is an arm of each co-evolution round in an ensemble's gated "
                         "world; it needs coevolution_rounds >= 1 and 2 or more state models")
+    if warm_refit is not None and not (coevolution_rounds and int(warm_refit[0]) >= 1
+                                       and math.isfinite(warm_refit[1]) and warm_refit[1] > 0):
+        raise WmrlError(f"warm_refit={warm_refit} is a line of each co-evolution round, (steps >= 1, lr > 0); it needs "
+                        "coevolution_rounds >= 1")
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -460,9 +500,10 @@ def run_one(
         elif arm == STATE_MODEL_ARM:
             from benchmarks.state_model_rl import fit_quick_state_model, state_model_dir
 
-            if quick_state_model:
-                model_dir, quick_fit_steps = fit_quick_state_model(src, work / "state_model_quick")
-                dirs = [model_dir]
+            if quick_state_model:  # a two-member ensemble (so the gate and the gate control run) on one set of episodes
+                fits = [fit_quick_state_model(src, quick_member_dir(work, n), None if k == 0 else k)
+                        for k, n in enumerate(QUICK_MEMBERS)]
+                dirs, quick_fit_steps = [d for d, _ in fits], fits[0][1]  # both members fit the same episodes
             else:
                 dirs = [state_model_dir(src, n) for n in state_models]
             drawer = None
@@ -485,16 +526,22 @@ def run_one(
     if sm_arm:  # the branched arm's real prefixes (and the quick model's fitting episodes)
         real_steps_of[STATE_MODEL_ARM] = arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps
     rollouts: list[Any] = []  # the co-evolving line's real pool rollouts so far
-    demos = functools.cache(lambda: load_trajectories(src / "data"))  # read once, and only if a round refits
+    # read once, and only if a round refits; the refits read states, not pixels: every dataset kept for them drops
+    # its frames (Trajectories.without_frames), about 0.25 GB per pool rollout of 96 episodes at 64 px
+    demos = functools.cache(lambda: load_trajectories(src / "data").without_frames())
     expert_rollouts: list[Any] = []  # the data control's extra expert pool episodes so far
     expert_steps = 0.0
     expert_success: list[float] = []  # the expert's success on the pool, by round (what the control refits on)
+    warm_rollouts: list[Any] = []  # the warm-refit line's real pool rollouts so far
+    warm_dirs = dirs  # the warm-refit line's state models: round r fine-tunes round r - 1's
     lines = (COEVOLUTION_ARMS + ((DATA_CONTROL_ARM,) if data_control else ())
-             + ((GATE_CONTROL_ARM,) if gate_control is not None else ()))
+             + ((GATE_CONTROL_ARM,) if gate_control is not None else ()) + ((WARM_REFIT_ARM,) if warm_refit else ()))
     for r in range(1, coevolution_rounds + 1):
         coevo, more = (f"{k}_{r}" for k in COEVOLUTION_ARMS)
         prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in lines}
-        played[prev["sm_coevo"]] = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
+        traj, st = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
+        played[prev["sm_coevo"]] = (traj.without_frames(), st)
+        del traj  # its frames
         rollouts.append(played[prev["sm_coevo"]][0])
         refit = refit_state_models(demos, dirs, rollouts, work / coevo / "state_models")
         gate = sm_arm["max_disagreement"]
@@ -502,7 +549,8 @@ def run_one(
         if data_control:
             noise = [float(x) for x in cfg.demos.noise]
             traj, st = play_expert_pool(task_ids, seeds, env_kwargs, noise, seed=rl_seeds(cfg, rl_seed)[1] + 7919 * r)
-            expert_rollouts.append(traj)
+            expert_rollouts.append(traj.without_frames())
+            del traj
             expert_steps = st["first_episode_steps"]
             expert_success.append(float(st["success_rate"]))
             name = f"{DATA_CONTROL_ARM}_{r}"
@@ -510,6 +558,16 @@ def run_one(
                            refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models"), gate))
         if gate_control is not None:
             worlds.append((f"{GATE_CONTROL_ARM}_{r}", GATE_CONTROL_ARM, dirs, float(gate_control)))
+        if warm_refit:
+            name = f"{WARM_REFIT_ARM}_{r}"
+            if prev[WARM_REFIT_ARM] not in played:  # round 1 starts from sm_branch, played above
+                traj, st = play_pool(load_policy(policies[prev[WARM_REFIT_ARM]]), task_ids, seeds, env_kwargs)
+                played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
+                del traj
+            warm_rollouts.append(played[prev[WARM_REFIT_ARM]][0])
+            warm_dirs = refit_state_models(demos, warm_dirs, warm_rollouts, work / name / "state_models",
+                                           fine_tune=(int(warm_refit[0]), float(warm_refit[1])))
+            worlds.append((name, WARM_REFIT_ARM, warm_dirs, gate))
         for name, kind, world_dirs, world_gate in worlds:
             t_arm = time.perf_counter()
             make = state_model_world(world_dirs, sm_arm["real_steps"], world_gate, train_on, drawer)
@@ -519,7 +577,7 @@ def run_one(
             arms[name] = _arm_stats(hist, t_arm)
             # every real step of the line: the rounds' prefixes and, for co-evolution, the pool rollouts fitted on
             used = arms[name]["real_prefix_steps"]
-            if kind == "sm_coevo":
+            if kind in ("sm_coevo", WARM_REFIT_ARM):
                 used += float(played[prev[kind]][1]["first_episode_steps"])
             elif kind == DATA_CONTROL_ARM:
                 used += expert_steps
@@ -528,8 +586,8 @@ def run_one(
     held: dict[str, Any] = {}
     for name, folder in policies.items():
         if name != "sft":
-            traj, _ = played.get(name) or play_pool(load_policy(folder), task_ids, seeds, env_kwargs)
-            pool_outcomes[name] = [int(x) for x in traj.episode_success]
+            outcome = (played.get(name) or play_pool(load_policy(folder), task_ids, seeds, env_kwargs))[0].episode_success
+            pool_outcomes[name] = [int(x) for x in outcome]
         if held_out:
             stage = {"sft": "eval_sft", "round_0": "round_0", "real_rl": "real_rl"}.get(name)
             # the work folder's policies keep their score (resumable); the run folder is only read
@@ -557,6 +615,8 @@ def run_one(
         "real_iterations": real_iterations,
         "rl_seed": rl_seed,
         "wall_time_s": time.perf_counter() - t0,
+        # the process's peak resident memory (Linux: kB), for sizing --jobs; a worker's own with --jobs > 1
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
     atomic_write_json(done, res)
     return res
@@ -641,10 +701,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --coevolution-rounds and an ensemble: another arm each round, sm_gate_r, GRPO on in "
                    "the unchanged state models with the disagreement gate at METRES instead of --max-disagreement "
                    "(does a quieter gate alone give the refits' gain?)")
+    p.add_argument("--warm-refit", type=int, default=None, metavar="STEPS",
+                   help="with --coevolution-rounds: another line each round, sm_warm_r, GRPO on in its previous "
+                   "round's state models (round 1: the originals) fine-tuned for STEPS steps on the demos plus the "
+                   "line's own pool rollouts, instead of fitted from scratch (quick: 30)")
+    p.add_argument("--warm-refit-lr", type=float, default=WARM_REFIT_LR, metavar="LR",
+                   help=f"--warm-refit's peak learning rate, cosine to 0 (default {WARM_REFIT_LR})")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
-                   help="2 starts per task, 2 iterations of each arm, no held-out scores, and the sm_branch arm "
-                   "in a tiny state model fitted on 16 SFT episodes (CI smoke; quick runs)")
+                   help="2 starts per task, 2 iterations of each arm, no held-out scores, the sm_branch arm in a "
+                   "tiny two-member ensemble fitted on 16 SFT episodes, and one co-evolution round with the data "
+                   f"and gate controls (gate {QUICK_GATE_CONTROL} m unless --gate-control) and the warm refit "
+                   "(CI smoke; quick runs)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", type=Path, required=True)
@@ -676,12 +744,20 @@ def main(argv: list[str] | None = None) -> int:
                         "sm_branch arm: it needs --state-models")
     if a.data_control and not a.coevolution_rounds:
         raise WmrlError("--data-control adds an arm to each co-evolution round; it needs --coevolution-rounds >= 1")
-    if a.gate_control is not None and not (a.coevolution_rounds and len(a.state_models) > 1
+    if a.gate_control is not None and not (a.coevolution_rounds and (len(a.state_models) > 1 or a.quick)
                                            and math.isfinite(a.gate_control) and a.gate_control > 0):
         raise WmrlError(f"--gate-control {a.gate_control} must be a number of metres > 0, and gates an ensemble's "
                         "world each co-evolution round: it needs --coevolution-rounds >= 1 and 2 or more "
-                        "--state-models")
+                        "--state-models (or --quick, which fits two)")
+    if a.warm_refit is not None and not (a.coevolution_rounds and a.warm_refit >= 1 and math.isfinite(a.warm_refit_lr)
+                                         and a.warm_refit_lr > 0):
+        raise WmrlError(f"--warm-refit {a.warm_refit} must be >= 1 steps and --warm-refit-lr {a.warm_refit_lr} > 0, "
+                        "and fine-tunes a line's models each co-evolution round: it needs --coevolution-rounds >= 1")
     a.data_control = a.data_control or bool(a.quick and a.coevolution_rounds)
+    if a.quick and a.coevolution_rounds and a.warm_refit is None:
+        a.warm_refit = QUICK_WARM_REFIT
+    if a.quick and a.coevolution_rounds and a.gate_control is None:
+        a.gate_control = QUICK_GATE_CONTROL
     if a.quick and a.renderer not in (None, "quick"):
         raise WmrlError(f"--renderer {a.renderer}: --quick fits its own tiny renderer; pass --renderer quick")
     if a.runs is None:
@@ -709,7 +785,8 @@ def main(argv: list[str] | None = None) -> int:
                 StateRenderer.from_pretrained(src / a.renderer)  # a missing or corrupt one: before any work
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
-                     a.coevolution_rounds, a.data_control, a.gate_control)
+                     a.coevolution_rounds, a.data_control, a.gate_control,
+                     None if a.warm_refit is None else (a.warm_refit, a.warm_refit_lr))
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))

@@ -116,10 +116,12 @@ def _fixed_starts_both(d: dict) -> str:
 def _coevolution(d: dict) -> str:
     """A fixed_starts co-evolution result: its last round's refitted arm | (with ``--data-control``) the arm
     refitted on as many scripted-expert episodes | that round's unchanged control | (with ``--gate-control``) the
-    unchanged models' arm behind the other gate (:func:`_fixed_starts_arm`)."""
+    unchanged models' arm behind the other gate | (with ``--warm-refit``) the arm in fine-tuned models
+    (:func:`_fixed_starts_arm`)."""
     arm = d.get("state_model_arm") or {}
     lines = (("sm_coevo",) + (("sm_demos",) if arm.get("data_control") else ()) + ("sm_more",)
-             + (("sm_gate",) if arm.get("gate_control") is not None else ()))
+             + (("sm_gate",) if arm.get("gate_control") is not None else ())
+             + (("sm_warm",) if arm.get("warm_refit") else ()))
     return " | ".join(_fixed_starts_arm(d, f"{k}_{arm.get('coevolution_rounds', 1)}") for k in lines)
 
 
@@ -728,6 +730,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "share of starts whose real outcome the world reproduces (refit minus gate world, paired +- s.e.), on the "
      "pool / 96 new starts per seed", lambda d: _fidelity_data(d, "gate"), ""),
     ("coevolution_fidelity_k12_gate3_rlseed1.json", "same, --rl-seed 1", lambda d: _fidelity_data(d, "gate"), ""),
+    ("coevolution_fidelity_k12_gate5.json", "fixed_starts_sm_k12_gate5.json's round-5 policies (refit line, "
+     "control, gate control) in the original models / the round-5 refit / the original models behind the 0.035 gate: "
+     "share of starts whose real outcome the world reproduces (refit minus gate world, paired +- s.e.), on the "
+     "pool / 96 new starts per seed", lambda d: _fidelity_data(d, "gate"), ""),
+    ("coevolution_fidelity_k12_gate5_rlseed1.json", "same, --rl-seed 1", lambda d: _fidelity_data(d, "gate"), ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "

@@ -236,9 +236,10 @@ def run_world(
     }
 
 
-def fit_quick_state_model(src: Path, out: Path) -> tuple[Path, float]:
+def fit_quick_state_model(src: Path, out: Path, bootstrap_seed: int | None = None) -> tuple[Path, float]:
     """A tiny arm-and-object model fitted on 16 real episodes of ``src``'s SFT policy (quick mode: the
-    quick run has none); returns its folder and the real env steps of those episodes."""
+    quick run has none); returns its folder and the real env steps of those episodes. ``bootstrap_seed``:
+    a bootstrap member of a tiny ensemble instead (the same episodes, drawn again with that seed)."""
     from imagination.pipeline import run_config_of
     from worldmodels.object_dynamics import ObjectDynamicsConfig, fit_object_dynamics, policy_rollouts
 
@@ -250,7 +251,8 @@ def fit_quick_state_model(src: Path, out: Path) -> tuple[Path, float]:
 
     cfg = run_config_of(src)
     traj, st = policy_rollouts(src / "sft" / "policy", envs.resolve_tasks(cfg.suite), cfg.image_size, 16, seed=9000)
-    c = ObjectDynamicsConfig(arm=True, steps=150, batch_size=256, hidden=32, layers=2, lr=3e-3, test_fraction=0.25)
+    c = ObjectDynamicsConfig(arm=True, steps=150, batch_size=256, hidden=32, layers=2, lr=3e-3, test_fraction=0.25,
+                             **({} if bootstrap_seed is None else {"bootstrap": True, "seed": int(bootstrap_seed)}))
     model, metrics = fit_object_dynamics(traj, c, progress=False)
     model.save_pretrained(out, metrics)
     atomic_write_json(done, {"real_env_steps": float(st["env_steps"])})

@@ -308,3 +308,25 @@ def test_collect_records_the_environment_state_beside_each_observation(dataset):
     assert max(moved) > 0.02  # the experts moved cubes
     item = LeRobotDataset("local/demo", root=dataset)[3]
     np.testing.assert_allclose(item["observation.environment_state"].numpy(), t.env_states[3], atol=1e-6)
+
+
+def test_without_frames_keeps_every_array_but_the_pixels_and_concatenates(dataset):
+    """Trajectories.without_frames: a (N,1,1,3) black placeholder that takes no memory instead of the frames
+    (terminal ones too), no wrist frames, every other array shared; stripped datasets concatenate, and a
+    stripped dataset does not concatenate with one that has frames (a one-line error)."""
+    from wmrl.data import Trajectories
+
+    t = load_trajectories(dataset)
+    assert t.wrist_images is not None and t.terminal is not None
+    b = t.without_frames()
+    assert b.images.shape == (t.num_frames, 1, 1, 3) and not b.images.any() and b.images.base.nbytes == 3
+    assert b.wrist_images is None and b.terminal.images.shape == (t.num_episodes, 1, 1, 3)
+    for name in ("states", "actions", "successes", "episode_index", "env_states"):
+        assert np.shares_memory(getattr(b, name), getattr(t, name))
+    np.testing.assert_array_equal(b.terminal.states, t.terminal.states)
+    np.testing.assert_array_equal(b.episode_success, t.episode_success)
+    both = Trajectories.concat([b, t.select_episodes([0, 1]).without_frames()])
+    assert both.num_episodes == t.num_episodes + 2 and both.images.nbytes == 3 * both.num_frames
+    np.testing.assert_array_equal(both.env_states[: t.num_frames], t.env_states)
+    with pytest.raises(DatasetError, match=r"cannot concatenate datasets with frames \(64, 64, 3\)"):
+        Trajectories.concat([b, t])

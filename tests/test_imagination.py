@@ -1643,6 +1643,33 @@ def test_object_dynamics_bootstrap_resamples_training_episodes_only(data):
     assert other["train_transitions"] != boot["train_transitions"]
 
 
+def test_object_dynamics_fine_tunes_from_a_model_keeping_its_normalisation(data):
+    """``fit_object_dynamics(init=model)`` starts from ``model``'s weights and keeps its input / output
+    normalisation (a fresh fit on other data would set other statistics), leaves ``model`` itself unchanged,
+    lowers the loss a fresh model of the same short schedule reaches, and refuses a config that changes the
+    architecture (a one-line ConfigError)."""
+    from dataclasses import replace
+
+    from wmrl.errors import ConfigError
+    from worldmodels.object_dynamics import ObjectDynamicsConfig, fit_object_dynamics
+
+    cfg = ObjectDynamicsConfig(arm=True, steps=300, batch_size=64, hidden=16, layers=1, test_fraction=0.25, seed=3)
+    half = data.select_episodes(range(data.num_episodes // 2))
+    base, _ = fit_object_dynamics(half, cfg, progress=False)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    short = replace(cfg, steps=5, lr=3e-4)
+    tuned, tm = fit_object_dynamics(data, short, progress=False, init=base)
+    fresh, fm = fit_object_dynamics(data, short, progress=False)
+    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())  # the init is copied, not trained
+    t, b, f = tuned.state_dict(), base.state_dict(), fresh.state_dict()
+    for k in ("feat_mean", "feat_std", "arm_mean", "arm_std", "arm_out_std"):
+        assert torch.equal(t[k], b[k]) and not torch.equal(f[k], b[k])
+    assert not torch.equal(t["arm.0.weight"], b["arm.0.weight"])  # it trained
+    assert tm["final_loss_cm2"] < fm["final_loss_cm2"]
+    with pytest.raises(ConfigError, match=r"fine-tuning config changes the model's hidden, layers"):
+        fit_object_dynamics(data, replace(short, hidden=32, layers=2), progress=False, init=base)
+
+
 def test_object_dynamics_cli_saves_and_reuses_policy_rollouts(tmp_path, capsys):
     """``--save-rollouts F`` writes the --policy episodes (wmrl.data.save_trajectories_npz, which
     round-trips them exactly); ``--extra-rollouts F`` fits on them again without collecting; a

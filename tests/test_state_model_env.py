@@ -678,10 +678,16 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
         (["--coevolution-rounds", "1"], r"--coevolution-rounds 1 must be >= 0, and > 0 goes on from the sm_branch arm"),
         (["--quick", "--coevolution-rounds", "0", "--data-control"],
          r"--data-control adds an arm to each co-evolution round; it needs --coevolution-rounds >= 1"),
-        (["--quick", "--gate-control", "0.03"],
+        (["--quick", "--coevolution-rounds", "0", "--gate-control", "0.03"],
          r"--gate-control 0.03 must be a number of metres > 0, and gates an ensemble's world .* 2 or more"),
+        (["--state-models", "a", "--coevolution-rounds", "1", "--gate-control", "0.03"],
+         r"--gate-control 0.03 .* 2 or more --state-models \(or --quick, which fits two\)"),
         (["--state-models", "a", "b", "--coevolution-rounds", "1", "--gate-control", "-1"],
          r"--gate-control -1.0 must be a number of metres > 0"),
+        (["--state-models", "a", "--warm-refit", "100"],
+         r"--warm-refit 100 must be >= 1 steps and --warm-refit-lr 0.0003 > 0, .* it needs --coevolution-rounds >= 1"),
+        (["--quick", "--warm-refit", "0"], r"--warm-refit 0 must be >= 1 steps"),
+        (["--quick", "--warm-refit", "5", "--warm-refit-lr", "nan"], r"--warm-refit-lr nan > 0"),
     ):
         with pytest.raises(WmrlError, match=msg):
             main(out + args)
@@ -714,8 +720,21 @@ def test_refit_state_models_fits_every_member_again_on_demos_and_rollouts_and_re
         meta = [json.loads((x / "config.json").read_text())["metrics"] for x in (old, d)]
         assert (meta[0]["test_episodes"] + meta[0]["train_episodes"], meta[1]["test_episodes"] + meta[1]["train_episodes"]) == (8, 12)
         assert not torch.equal(a.arm[-1].weight, b.arm[-1].weight)
+    # fixed_starts keeps the refits' datasets without their frames: the same fits, weight for weight
+    bare = fs.refit_state_models(lambda: demos.without_frames(), dirs, [rollouts.without_frames()], tmp_path / "bare")
+    for d, e in zip(new, bare, strict=True):
+        a, b = ObjectDynamics.from_pretrained(d).state_dict(), ObjectDynamics.from_pretrained(e).state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # the warm refit: each member fine-tuned from its own weights, its normalisation and seed kept, on the same data
+    warm = fs.refit_state_models(demos, dirs, [rollouts], tmp_path / "warm", fine_tune=(3, 1e-4))
+    for old, d in zip(dirs, warm, strict=True):
+        a, b = ObjectDynamics.from_pretrained(old), ObjectDynamics.from_pretrained(d)
+        assert (b.config.steps, b.config.lr, b.config.seed) == (3, 1e-4, a.config.seed)
+        assert torch.equal(a.feat_mean, b.feat_mean) and not torch.equal(a.arm[-1].weight, b.arm[-1].weight)
+        assert json.loads((d / "config.json").read_text())["metrics"]["fine_tuned_from"] == str(old)
     monkeypatch.setattr("worldmodels.object_dynamics.fit_object_dynamics", lambda *a, **k: pytest.fail("refitted"))
     assert fs.refit_state_models(lambda: pytest.fail("loaded the demos"), dirs, [rollouts], tmp_path / "refit") == new
+    assert fs.refit_state_models(demos, dirs, [rollouts], tmp_path / "warm", fine_tune=(3, 1e-4)) == warm
 
 
 class _ExpertPolicy:
@@ -810,6 +829,42 @@ def test_coevolution_fidelity_with_the_gate_control_scores_the_original_models_b
     assert set(paired) == {"refit_1-original", "gate-original", "refit_1-gate"}
     assert (paired["gate-original"]["diff"], paired["refit_1-gate"]["diff"]) == (0.25, 0.25)
     assert out["summary"]["pool"]["sm_gate_1"]["gate"]["gated_share"] == 0.25
+
+
+def test_coevolution_fidelity_with_the_warm_refit_scores_its_fine_tuned_worlds_against_the_refits():
+    from benchmarks.coevolution_fidelity import coevolution_names, summarize, world_folder
+
+    policies, worlds = coevolution_names(2, gate_control=True, warm_refit=True)
+    assert policies == ["sm_branch"] + [f"{k}_{r}" for r in (1, 2) for k in ("sm_coevo", "sm_more", "sm_gate", "sm_warm")]
+    assert worlds == ["original", "refit_1", "refit_2", "gate", "warm_1", "warm_2"]
+    assert [world_folder(w) for w in worlds] == [None, "sm_coevo_1", "sm_coevo_2", None, "sm_warm_1", "sm_warm_2"]
+    ol = dict.fromkeys(("one_step_error_moving_mean_m", "open_loop_error_step_16_m", "open_loop_error_step_32_m"), 0.01)
+    entry = {"real": "1100", "worlds": {"original": "0000", "refit_1": "1100", "refit_2": "1000", "gate": "0000",
+                                        "warm_1": "1000", "warm_2": "1100"},
+             "gated": dict.fromkeys(worlds, 0.0), "open_loop": dict.fromkeys(worlds, ol)}
+    out = summarize([{s: {"sm_warm_2": entry} for s in ("pool", "held_out")}], ["sm_warm_2"], worlds)
+    paired = out["paired"]["held_out"]["sm_warm_2"]
+    assert {"refit_1-warm_1", "refit_2-warm_2", "warm_2-original", "refit_2-gate"} <= set(paired)
+    assert (paired["refit_1-warm_1"]["diff"], paired["refit_2-warm_2"]["diff"]) == (0.25, -0.25)
+
+
+def test_coevolution_fidelity_asks_a_warm_refit_folder_for_its_line_and_models(tmp_path):
+    from benchmarks.coevolution_fidelity import finished_runs
+
+    run = tmp_path / "seed_0"
+    for d in ("sm_branch/policy", "sm_coevo_1/policy", "sm_more_1/policy", "sm_coevo_1/state_models", "sm_warm_1/policy"):
+        (run / d).mkdir(parents=True)
+    arm = {"coevolution_rounds": 1, "warm_refit": {"steps": 1000, "lr": 3e-4}}
+    (run / "result.json").write_text(json.dumps({"state_model_arm": arm}))
+    with pytest.raises(WmrlError, match=r"seed_0 lacks sm_warm_1/state_models; expected a finished run folder"):
+        finished_runs(tmp_path)
+    (run / "sm_warm_1" / "state_models").mkdir()
+    assert list(finished_runs(tmp_path)) == ["seed_0"]
+    other = tmp_path / "seed_1"
+    (other / "sm_branch").mkdir(parents=True)
+    (other / "result.json").write_text(json.dumps({"state_model_arm": {**arm, "warm_refit": {"steps": 500, "lr": 3e-4}}}))
+    with pytest.raises(WmrlError, match=r"its runs have different \(co-evolution rounds, data control, gate control, warm"):
+        finished_runs(tmp_path)
 
 
 def test_coevolution_fidelity_asks_a_gate_control_folder_for_its_line_but_no_models(tmp_path):

@@ -227,6 +227,20 @@ class Trajectories:
             env_states=None if self.env_states is None else self.env_states[rows],
         )
 
+    def without_frames(self) -> Trajectories:
+        """The same episodes without their pixels, for consumers of states, actions and environment states
+        only (e.g. :func:`worldmodels.object_dynamics.fit_object_dynamics`): ``images`` (and the terminal
+        observations' images) become a read-only black (N,1,1,3) placeholder that takes no memory, the wrist
+        frames None; every other array is shared with ``self``. Datasets stripped alike concatenate."""
+
+        def blank(n: int) -> np.ndarray:
+            return np.broadcast_to(np.zeros((1, 1, 1, 3), np.uint8), (n, 1, 1, 3))
+
+        terminal = self.terminal
+        if terminal is not None:
+            terminal = replace(terminal, images=blank(len(terminal.images)), wrist_images=None)
+        return replace(self, images=blank(self.num_frames), wrist_images=None, terminal=terminal)
+
     def split_episodes(self, frac_test: float, seed: int = 0) -> tuple[Trajectories, Trajectories]:
         """Split by episode into (train, test); at least one episode in each when E >= 2."""
         if not 0.0 < frac_test < 1.0:

@@ -390,20 +390,42 @@ def evaluate_object_dynamics(model: ObjectDynamics, traj: Any, episodes: np.ndar
     }
 
 
+def _set_normalisation(model: ObjectDynamics, tr: dict[str, Tensor], active: Tensor, c: ObjectDynamicsConfig) -> None:
+    """A fresh model's input (and the arm's output) normalisation from the training transitions ``tr``
+    (``active``: (N, O) the objects in the scene)."""
+    with torch.no_grad():
+        feats = model.features(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])[active]
+        model.feat_mean.copy_(feats.mean(0))
+        model.feat_std.copy_(feats.std(0).clamp_min(1e-2))
+        if c.arm:
+            af = model.arm_features(tr["proprio0"], tr["proprio_prev"], tr["actions"], tr["objs"])
+            model.arm_mean.copy_(af.mean(0))
+            model.arm_std.copy_(af.std(0).clamp_min(1e-2))
+            model.arm_out_std.copy_((tr["proprio1"] - tr["proprio0"]).std(0).clamp_min(1e-4))
+
+
 def fit_object_dynamics(
     traj: Any, config: ObjectDynamicsConfig | None = None, progress: bool = True,
-    device: str | torch.device | None = None,
+    device: str | torch.device | None = None, init: ObjectDynamics | None = None,
 ) -> tuple[ObjectDynamics, dict[str, Any]]:
     """Fit an :class:`ObjectDynamics` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``) on
     ``device`` (None: the CPU; the batches are drawn on the CPU either way, so a seed draws the same ones).
-    Returns (the model in eval mode, on ``device``; metrics: held-out one-step and open-loop errors, the
-    stay-put baseline, wall time). Raises NonFiniteError when the loss turns NaN/Inf."""
+    ``init``: fine-tune that model instead (a copy: its weights and its input / output normalisation, which
+    stay fixed; ``config`` may change only the schedule: ``steps``, ``batch_size``, ``lr``, ``weight_decay``,
+    ``seed``, the sampling and the split; it defaults to ``init``'s). Returns (the model in eval mode, on
+    ``device``; metrics: held-out one-step and open-loop errors, the stay-put baseline, wall time). Raises
+    NonFiniteError when the loss turns NaN/Inf, ConfigError when ``config`` changes ``init``'s architecture."""
     from tqdm.auto import tqdm
 
     from wmrl.devices import resolve_device
     from wmrl.runs import check_finite
 
-    c = config or ObjectDynamicsConfig()
+    c = config or (init.config if init is not None else ObjectDynamicsConfig())
+    if init is not None:
+        arch = ("num_objects", "tcp_dims", "finger_dims", "action_dims", "reach", "hidden", "layers", "arm", "proprio_dim")
+        changed = [k for k in arch if getattr(c, k) != getattr(init.config, k)]
+        if changed:
+            raise ConfigError(f"fine-tuning config changes the model's {', '.join(changed)}; expected {init.config}")
     dev = resolve_device(device)
     t0 = time.time()
     rng = np.random.default_rng(c.seed)
@@ -421,17 +443,10 @@ def fit_object_dynamics(
         )
     torch.manual_seed(c.seed)
     model = ObjectDynamics(c).to(dev)
-    with torch.no_grad():
-        feats = model.features(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])[
-            active
-        ]
-        model.feat_mean.copy_(feats.mean(0))
-        model.feat_std.copy_(feats.std(0).clamp_min(1e-2))
-        if c.arm:
-            af = model.arm_features(tr["proprio0"], tr["proprio_prev"], tr["actions"], tr["objs"])
-            model.arm_mean.copy_(af.mean(0))
-            model.arm_std.copy_(af.std(0).clamp_min(1e-2))
-            model.arm_out_std.copy_((tr["proprio1"] - tr["proprio0"]).std(0).clamp_min(1e-4))
+    if init is not None:
+        model.load_state_dict(init.state_dict())
+    else:
+        _set_normalisation(model, tr, active, c)
     # sample (transition, object) pairs of objects in the scene, moving ones up-weighted
     pair_t, pair_o = torch.nonzero(active, as_tuple=True)
     moving = (tr["objs_next"] - tr["objs"]).norm(dim=-1)[pair_t, pair_o] > c.moving_eps
