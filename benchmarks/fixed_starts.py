@@ -465,8 +465,8 @@ def run_one(
                         "world; it needs coevolution_rounds >= 1 and 2 or more state models")
     if warm_refit is not None and not (coevolution_rounds and int(warm_refit[0]) >= 1
                                        and math.isfinite(warm_refit[1]) and warm_refit[1] > 0):
-        raise WmrlError(f"warm_refit={warm_refit} is a line of each co-evolution round, (steps >= 1, lr > 0); it needs "
-                        "coevolution_rounds >= 1")
+        raise WmrlError(f"warm_refit={warm_refit} needs steps >= 1, a learning rate > 0 and coevolution_rounds >= 1 "
+                        "(it is a line of each co-evolution round)")
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -527,7 +527,8 @@ def run_one(
         real_steps_of[STATE_MODEL_ARM] = arms[STATE_MODEL_ARM]["real_prefix_steps"] + quick_fit_steps
     rollouts: list[Any] = []  # the co-evolving line's real pool rollouts so far
     # read once, and only if a round refits; the refits read states, not pixels: every dataset kept for them drops
-    # its frames (Trajectories.without_frames), about 0.25 GB per pool rollout of 96 episodes at 64 px
+    # its frames (Trajectories.without_frames; at round 5 of a 96-start pool at 64 px, a worker's peak memory
+    # for these datasets and a refit's concatenation fell from 2.3 to 1.3 GB)
     demos = functools.cache(lambda: load_trajectories(src / "data").without_frames())
     expert_rollouts: list[Any] = []  # the data control's extra expert pool episodes so far
     expert_steps = 0.0

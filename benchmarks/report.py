@@ -143,7 +143,7 @@ def _fidelity_data(d: dict, other: str | None = None) -> str:
     """A coevolution_fidelity result of a ``--data-control`` work folder: for each scored policy, the share of
     starts whose real outcome each world reproduces, original / last refit on the policy's rollouts / ``other``
     (default: the last refit on as many expert episodes; ``gate``: the original models behind the gate
-    control's gate), and the refit minus ``other`` (paired +- s.e.), on the pool, then held out."""
+    control's gate; ``warm_R``: the last fine-tuned models), and the refit minus ``other`` (paired +- s.e.), on the pool, then held out."""
     r = d["rounds"]
     other = other or f"demos_{r}"
     parts = []
@@ -707,6 +707,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "from the five-round data-control and three-round gate-control work folders): after round 5, refitted | expert "
      "refit | unchanged | unchanged, gate 0.035, on the pool / held out", _coevolution, "sm_coevo > sm_gate"),
     ("fixed_starts_sm_k12_gate5_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_coevo > sm_gate"),
+    ("fixed_starts_sm_k12_warm5.json", "same pool, five rounds with the data and gate controls and a line whose state "
+     "models are fine-tuned each round from the previous round's (--warm-refit 1000, from lr 3e-4) on the data the "
+     "refit line fits from scratch: after round 5, refitted | expert refit | unchanged | unchanged, gate 0.035 | "
+     "fine-tuned, on the pool / held out", _coevolution, "sm_warm ~ sm_coevo"),
+    ("fixed_starts_sm_k12_warm5_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_warm ~ sm_coevo"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
@@ -735,6 +740,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "share of starts whose real outcome the world reproduces (refit minus gate world, paired +- s.e.), on the "
      "pool / 96 new starts per seed", lambda d: _fidelity_data(d, "gate"), ""),
     ("coevolution_fidelity_k12_gate5_rlseed1.json", "same, --rl-seed 1", lambda d: _fidelity_data(d, "gate"), ""),
+    ("coevolution_fidelity_k12_warm5.json", "fixed_starts_sm_k12_warm5.json's round-5 policies (refit line, control, "
+     "fine-tuned line) in the original models / the round-5 refit / the round-5 fine-tuned models: share of starts "
+     "whose real outcome the world reproduces (refit minus fine-tuned, paired +- s.e.), on the pool / 96 new starts "
+     "per seed", lambda d: _fidelity_data(d, f"warm_{d['rounds']}"), ""),
+    ("coevolution_fidelity_k12_warm5_rlseed1.json", "same, --rl-seed 1",
+     lambda d: _fidelity_data(d, f"warm_{d['rounds']}"), ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
