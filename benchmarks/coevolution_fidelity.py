@@ -80,7 +80,8 @@ def coevolution_names(
     return policies, worlds + ([f"warm_{r}" for r in range(1, rounds + 1)] if warm_refit else [])
 
 
-WORLD_LINES = {"refit": "sm_coevo", "demos": "sm_demos", "warm": "sm_warm"}  # world kind -> the arm whose models
+# a refitted world's kind -> the line whose round-r arm folder holds its state_models
+WORLD_LINES = {"refit": "sm_coevo", "demos": "sm_demos", "warm": "sm_warm"}
 
 
 def world_folder(world: str) -> str | None:
@@ -307,7 +308,7 @@ def finished_runs(work: Path) -> dict[str, dict[str, Any]]:
             r["state_model_arm"]["coevolution_rounds"],
             bool(r["state_model_arm"].get("data_control")),
             r["state_model_arm"].get("gate_control"),
-            json.dumps(r["state_model_arm"].get("warm_refit")),
+            json.dumps(r["state_model_arm"].get("warm_refit")),  # a dict (steps, lr) or null, as hashable text
         )
         for k, r in runs.items()
     }
