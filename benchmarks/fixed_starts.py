@@ -6,7 +6,8 @@ Usage::
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
          [--train-on all|branch|prefix] [--renderer NAME]
-         [--coevolution-rounds R [--data-control] [--gate-control METRES] [--warm-refit STEPS [--warm-refit-lr LR]]]]
+         [--coevolution-rounds R [--data-control] [--gate-control METRES] [--warm-refit STEPS [--warm-refit-lr LR]]
+          [--lines LINE ...]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -58,6 +59,8 @@ model, IDM and SFT policy):
   ``sm_warm_r``: each round its previous state models (round 1: the originals) are fine-tuned for ``STEPS``
   steps (``--warm-refit-lr``, cosine) on the demos plus the line's own pool rollouts, as World-VLA-Loop
   fine-tunes its world model on the policy's rollouts; its real env steps count as ``sm_coevo_r``'s.
+  ``--lines LINE ...`` runs only some of the lines (e.g. more rounds of ``sm_warm`` alone, resumed from a work
+  folder whose other lines stop earlier).
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
   held-out evaluation (its seeds, 600 episodes by default). The run's own policies are scored on the
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
@@ -101,6 +104,12 @@ WARM_REFIT_LR = 3e-4  # --warm-refit's default peak learning rate (cosine to 0; 
 QUICK_MEMBERS = ("quick", "quick_b")
 QUICK_GATE_CONTROL = 0.035  # --quick's gate control (metres), the full runs' setting
 QUICK_WARM_REFIT = 30  # --quick's warm refit (steps; its tiny models fit in 150)
+
+
+def configured_lines(data_control: bool = False, gate_control: bool = False, warm_refit: bool = False) -> tuple[str, ...]:
+    """The co-evolution lines a run has: the refit line and the control, then each configured control's."""
+    return (COEVOLUTION_ARMS + ((DATA_CONTROL_ARM,) if data_control else ()) + ((GATE_CONTROL_ARM,) if gate_control else ())
+            + ((WARM_REFIT_ARM,) if warm_refit else ()))
 
 
 def quick_member_dir(work: Path, name: str) -> Path:
@@ -410,6 +419,7 @@ def run_one(
     data_control: bool = False,
     gate_control: float | None = None,
     warm_refit: tuple[int, float] | None = None,
+    only_lines: tuple[str, ...] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The protocol on one run folder; written to ``work/result.json`` (returned as is when it exists).
@@ -432,7 +442,9 @@ def run_one(
     ``(steps, lr)``: another line each round, ``sm_warm_r``, GRPO on from its own line's policy in that line's
     previous state models (round 1: the originals) fine-tuned for ``steps`` steps from learning rate ``lr`` on the
     demos plus the line's own pool rollouts (:func:`refit_state_models` ``fine_tune``): the same data as
-    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch."""
+    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch. ``only_lines``: the co-evolution lines to
+    run (names from ``sm_coevo``, ``sm_more`` and the configured controls' ``sm_demos``, ``sm_gate``, ``sm_warm``;
+    None: all of them), e.g. more rounds of one line from a work folder whose other lines stop earlier."""
     import envs
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
@@ -455,7 +467,8 @@ def run_one(
                   **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {}),
                   **({"data_control": True} if data_control else {}),
                   **({"gate_control": float(gate_control)} if gate_control is not None else {}),
-                  **({"warm_refit": {"steps": int(warm_refit[0]), "lr": float(warm_refit[1])}} if warm_refit else {})}
+                  **({"warm_refit": {"steps": int(warm_refit[0]), "lr": float(warm_refit[1])}} if warm_refit else {}),
+                  **({"lines": list(only_lines)} if only_lines is not None else {})}
     elif coevolution_rounds:
         raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
     if data_control and not coevolution_rounds:
@@ -467,6 +480,10 @@ def run_one(
                                        and math.isfinite(warm_refit[1]) and warm_refit[1] > 0):
         raise WmrlError(f"warm_refit={warm_refit} needs steps >= 1, a learning rate > 0 and coevolution_rounds >= 1 "
                         "(it is a line of each co-evolution round)")
+    configured = configured_lines(data_control, gate_control is not None, bool(warm_refit))
+    if only_lines is not None and not (coevolution_rounds and only_lines and set(only_lines) <= set(configured)):
+        raise WmrlError(f"only_lines={list(only_lines)}: expected some of the configured lines {', '.join(configured)} "
+                        "and coevolution_rounds >= 1")
     if done.exists():
         res = json.loads(done.read_text())
         asked = {"iterations": iterations, "real_iterations": real_iterations, "rl_seed": rl_seed, "starts": starts,
@@ -535,19 +552,23 @@ def run_one(
     expert_success: list[float] = []  # the expert's success on the pool, by round (what the control refits on)
     warm_rollouts: list[Any] = []  # the warm-refit line's real pool rollouts so far
     warm_dirs = dirs  # the warm-refit line's state models: round r fine-tunes round r - 1's
-    lines = (COEVOLUTION_ARMS + ((DATA_CONTROL_ARM,) if data_control else ())
-             + ((GATE_CONTROL_ARM,) if gate_control is not None else ()) + ((WARM_REFIT_ARM,) if warm_refit else ()))
+    lines = tuple(k for k in configured_lines(data_control, gate_control is not None, bool(warm_refit))
+                  if only_lines is None or k in only_lines)
+    gate = sm_arm["max_disagreement"] if sm_arm else None
     for r in range(1, coevolution_rounds + 1):
         coevo, more = (f"{k}_{r}" for k in COEVOLUTION_ARMS)
         prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in lines}
-        traj, st = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
-        played[prev["sm_coevo"]] = (traj.without_frames(), st)
-        del traj  # its frames
-        rollouts.append(played[prev["sm_coevo"]][0])
-        refit = refit_state_models(demos, dirs, rollouts, work / coevo / "state_models")
-        gate = sm_arm["max_disagreement"]
-        worlds = [(coevo, "sm_coevo", refit, gate), (more, "sm_more", dirs, gate)]
-        if data_control:
+        worlds = []
+        if "sm_coevo" in lines:
+            traj, st = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
+            played[prev["sm_coevo"]] = (traj.without_frames(), st)
+            del traj  # its frames
+            rollouts.append(played[prev["sm_coevo"]][0])
+            worlds.append((coevo, "sm_coevo", refit_state_models(demos, dirs, rollouts, work / coevo / "state_models"),
+                           gate))
+        if "sm_more" in lines:
+            worlds.append((more, "sm_more", dirs, gate))
+        if DATA_CONTROL_ARM in lines:
             noise = [float(x) for x in cfg.demos.noise]
             traj, st = play_expert_pool(task_ids, seeds, env_kwargs, noise, seed=rl_seeds(cfg, rl_seed)[1] + 7919 * r)
             expert_rollouts.append(traj.without_frames())
@@ -557,11 +578,11 @@ def run_one(
             name = f"{DATA_CONTROL_ARM}_{r}"
             worlds.append((name, DATA_CONTROL_ARM,
                            refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models"), gate))
-        if gate_control is not None:
+        if GATE_CONTROL_ARM in lines:
             worlds.append((f"{GATE_CONTROL_ARM}_{r}", GATE_CONTROL_ARM, dirs, float(gate_control)))
-        if warm_refit:
+        if WARM_REFIT_ARM in lines:
             name = f"{WARM_REFIT_ARM}_{r}"
-            if prev[WARM_REFIT_ARM] not in played:  # round 1 starts from sm_branch, played above
+            if prev[WARM_REFIT_ARM] not in played:  # round 1 starts from sm_branch, played above if sm_coevo runs
                 traj, st = play_pool(load_policy(policies[prev[WARM_REFIT_ARM]]), task_ids, seeds, env_kwargs)
                 played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
                 del traj
@@ -611,7 +632,7 @@ def run_one(
             **real_steps_of,
         },
         "state_model_arm": sm_arm,
-        **({"expert_pool_success": expert_success} if data_control else {}),
+        **({"expert_pool_success": expert_success} if DATA_CONTROL_ARM in lines else {}),
         "iterations": iterations,
         "real_iterations": real_iterations,
         "rl_seed": rl_seed,
@@ -708,6 +729,10 @@ def main(argv: list[str] | None = None) -> int:
                    "line's own pool rollouts, instead of fitted from scratch (quick: 30)")
     p.add_argument("--warm-refit-lr", type=float, default=WARM_REFIT_LR, metavar="LR",
                    help=f"--warm-refit's peak learning rate, cosine to 0 (default {WARM_REFIT_LR})")
+    p.add_argument("--lines", nargs="+", default=None, metavar="LINE",
+                   help="with --coevolution-rounds: run only these co-evolution lines (sm_coevo, sm_more, and the "
+                   "configured controls' sm_demos, sm_gate, sm_warm; default: all), e.g. more rounds of one line "
+                   "from a work folder whose other lines stop earlier")
     p.add_argument("--work", type=Path, default=None, help="default runs/fixed_starts[_quick]")
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, the sm_branch arm in a "
@@ -759,6 +784,11 @@ def main(argv: list[str] | None = None) -> int:
         a.warm_refit = QUICK_WARM_REFIT
     if a.quick and a.coevolution_rounds and a.gate_control is None:
         a.gate_control = QUICK_GATE_CONTROL
+    configured = configured_lines(a.data_control, a.gate_control is not None, a.warm_refit is not None)
+    if a.lines is not None and not (a.coevolution_rounds and set(a.lines) <= set(configured)):
+        raise WmrlError(f"--lines {' '.join(a.lines)}: expected some of this run's co-evolution lines "
+                        f"{', '.join(configured)} (sm_demos needs --data-control, sm_gate --gate-control, sm_warm "
+                        "--warm-refit) and --coevolution-rounds >= 1")
     if a.quick and a.renderer not in (None, "quick"):
         raise WmrlError(f"--renderer {a.renderer}: --quick fits its own tiny renderer; pass --renderer quick")
     if a.runs is None:
@@ -787,7 +817,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
                      a.coevolution_rounds, a.data_control, a.gate_control,
-                     None if a.warm_refit is None else (a.warm_refit, a.warm_refit_lr))
+                     None if a.warm_refit is None else (a.warm_refit, a.warm_refit_lr),
+                     None if a.lines is None else tuple(dict.fromkeys(a.lines)))
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",
               lambda key, r: results.__setitem__(key, r))

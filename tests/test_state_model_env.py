@@ -688,6 +688,11 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
          r"--warm-refit 100 must be >= 1 steps and --warm-refit-lr 0.0003 > 0, .* it needs --coevolution-rounds >= 1"),
         (["--quick", "--warm-refit", "0"], r"--warm-refit 0 must be >= 1 steps"),
         (["--quick", "--warm-refit", "5", "--warm-refit-lr", "nan"], r"--warm-refit-lr nan > 0"),
+        (["--quick", "--lines", "sm_warm", "sm_boost"],
+         r"--lines sm_warm sm_boost: expected some of this run's co-evolution lines sm_coevo, sm_more, sm_demos, "
+         r"sm_gate, sm_warm"),
+        (["--state-models", "a", "b", "--coevolution-rounds", "1", "--lines", "sm_gate"],
+         r"--lines sm_gate: expected some of this run's co-evolution lines sm_coevo, sm_more \(sm_demos needs"),
     ):
         with pytest.raises(WmrlError, match=msg):
             main(out + args)
