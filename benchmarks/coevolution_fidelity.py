@@ -63,25 +63,29 @@ HELD_OUT_SEED_BASE = 7_000_000  # far from the pools' seeds (run real-RL seed x 
 OPEN_LOOP_SCORES = ("one_step_error_moving_mean_m", "open_loop_error_step_16_m", "open_loop_error_step_32_m")
 
 
+# a refitted world's kind -> the line whose round-r arm folder holds its state_models
+WORLD_LINES = {"refit": "sm_coevo", "demos": "sm_demos", "warm": "sm_warm"}
+
+
 def coevolution_names(
-    rounds: int, data_control: bool = False, gate_control: bool = False, warm_refit: bool = False
+    rounds: int, data_control: bool = False, gate_control: bool = False, warm_refit: bool = False,
+    lines: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The co-evolution lines' policies (``sm_branch``, then ``sm_coevo_r`` and ``sm_more_r`` per round,
     ``sm_demos_r`` with the data control, ``sm_gate_r`` with the gate control, ``sm_warm_r`` with the warm refit)
     and the worlds (``original``, ``refit_1 .. refit_R``, ``demos_1 .. demos_R``: the models refitted on as many
     expert episodes, ``gate``: the original models behind the gate control's threshold, ``warm_1 .. warm_R``: the
-    warm-refit line's fine-tuned models) of a result with ``rounds`` rounds."""
-    lines = (("sm_coevo", "sm_more") + (("sm_demos",) if data_control else ()) + (("sm_gate",) if gate_control else ())
-             + (("sm_warm",) if warm_refit else ()))
-    policies = ["sm_branch"] + [f"{k}_{r}" for r in range(1, rounds + 1) for k in lines]
-    worlds = ["original"] + [f"refit_{r}" for r in range(1, rounds + 1)]
-    worlds += [f"demos_{r}" for r in range(1, rounds + 1)] if data_control else []
-    worlds += ["gate"] if gate_control else []
-    return policies, worlds + ([f"warm_{r}" for r in range(1, rounds + 1)] if warm_refit else [])
+    warm-refit line's fine-tuned models) of a result with ``rounds`` rounds; ``lines``: only those lines ran
+    (``fixed_starts --lines``), and only their worlds."""
+    from benchmarks.fixed_starts import configured_lines
 
-
-# a refitted world's kind -> the line whose round-r arm folder holds its state_models
-WORLD_LINES = {"refit": "sm_coevo", "demos": "sm_demos", "warm": "sm_warm"}
+    ran = [k for k in configured_lines(data_control, gate_control, warm_refit) if lines is None or k in lines]
+    policies = ["sm_branch"] + [f"{k}_{r}" for r in range(1, rounds + 1) for k in ran]
+    each = range(1, rounds + 1)
+    worlds = ["original"] + ([f"refit_{r}" for r in each] if "sm_coevo" in ran else [])
+    worlds += [f"demos_{r}" for r in each] if "sm_demos" in ran else []
+    worlds += ["gate"] if "sm_gate" in ran else []
+    return policies, worlds + ([f"warm_{r}" for r in each] if "sm_warm" in ran else [])
 
 
 def world_folder(world: str) -> str | None:
@@ -149,7 +153,7 @@ def measure_run(
     arm = run["state_model_arm"]
     rounds = int(arm.get("coevolution_rounds", 0))
     every_policy, every_world = coevolution_names(rounds, bool(arm.get("data_control")), arm.get("gate_control") is not None,
-                                                  bool(arm.get("warm_refit")))
+                                                  bool(arm.get("warm_refit")), arm.get("lines"))
     policies, worlds = policies or every_policy, worlds or every_world
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
@@ -309,17 +313,18 @@ def finished_runs(work: Path) -> dict[str, dict[str, Any]]:
             bool(r["state_model_arm"].get("data_control")),
             r["state_model_arm"].get("gate_control"),
             json.dumps(r["state_model_arm"].get("warm_refit")),  # a dict (steps, lr) or null, as hashable text
+            json.dumps(r["state_model_arm"].get("lines")),
         )
         for k, r in runs.items()
     }
     if len(set(rounds.values())) > 1:
         raise WmrlError(
-            f"--work {work}: its runs have different (co-evolution rounds, data control, gate control, warm refit) "
-            f"{rounds}; expected one"
+            f"--work {work}: its runs have different (co-evolution rounds, data control, gate control, warm refit, "
+            f"lines) {rounds}; expected one"
         )
     for key in runs:
-        n_rounds, data_control, gate, warm = rounds[key]
-        policies, worlds = coevolution_names(n_rounds, data_control, gate is not None, warm != "null")
+        n_rounds, data_control, gate, warm, lines = rounds[key]
+        policies, worlds = coevolution_names(n_rounds, data_control, gate is not None, warm != "null", json.loads(lines))
         folder = work / key
         missing = [n for n in policies if not (folder / n / "policy").is_dir()]
         missing += [
@@ -394,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     data_control = bool(first["state_model_arm"].get("data_control"))
     gate_control = first["state_model_arm"].get("gate_control") is not None
     warm_refit = bool(first["state_model_arm"].get("warm_refit"))
-    every_policy, every_world = coevolution_names(rounds, data_control, gate_control, warm_refit)
+    every_policy, every_world = coevolution_names(rounds, data_control, gate_control, warm_refit,
+                                                  first["state_model_arm"].get("lines"))
     for flag, asked, known in (("--policies", a.policies, every_policy), ("--worlds", a.worlds, every_world)):
         bad = [n for n in asked or [] if n not in known]
         if bad:
@@ -422,17 +428,13 @@ def main(argv: list[str] | None = None) -> int:
         "policies": policies,
         "worlds": worlds,
         "fitted_on": {
-            **{f"refit_{r}": ["sm_branch"] + [f"sm_coevo_{q}" for q in range(1, r)] for r in range(1, rounds + 1)},
-            **{
-                f"demos_{r}": [f"expert_pool_{q}" for q in range(1, r + 1)]
-                for r in range(1, rounds + 1)
-                if data_control
-            },
-            **{
-                f"warm_{r}": ["sm_branch"] + [f"sm_warm_{q}" for q in range(1, r)]
-                for r in range(1, rounds + 1)
-                if warm_refit
-            },
+            w: fitted
+            for w, fitted in {
+                **{f"refit_{r}": ["sm_branch"] + [f"sm_coevo_{q}" for q in range(1, r)] for r in range(1, rounds + 1)},
+                **{f"demos_{r}": [f"expert_pool_{q}" for q in range(1, r + 1)] for r in range(1, rounds + 1)},
+                **{f"warm_{r}": ["sm_branch"] + [f"sm_warm_{q}" for q in range(1, r)] for r in range(1, rounds + 1)},
+            }.items()
+            if w in every_world
         },
         "held_out_starts_per_task": held,
         "held_out_seed_base": HELD_OUT_SEED_BASE,

@@ -851,6 +851,9 @@ def test_coevolution_fidelity_with_the_warm_refit_scores_its_fine_tuned_worlds_a
     paired = out["paired"]["held_out"]["sm_warm_2"]
     assert {"refit_1-warm_1", "refit_2-warm_2", "warm_2-original", "refit_2-gate"} <= set(paired)
     assert (paired["refit_1-warm_1"]["diff"], paired["refit_2-warm_2"]["diff"]) == (0.25, -0.25)
+    # fixed_starts --lines sm_warm: that line alone, and only its worlds
+    assert coevolution_names(2, gate_control=True, warm_refit=True, lines=["sm_warm"]) == (
+        ["sm_branch", "sm_warm_1", "sm_warm_2"], ["original", "warm_1", "warm_2"])
 
 
 def test_coevolution_fidelity_asks_a_warm_refit_folder_for_its_line_and_models(tmp_path):
