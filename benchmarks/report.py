@@ -712,6 +712,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "refit line fits from scratch: after round 5, refitted | expert refit | unchanged | unchanged, gate 0.035 | "
      "fine-tuned, on the pool / held out", _coevolution, "sm_warm ~ sm_coevo"),
     ("fixed_starts_sm_k12_warm5_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_warm ~ sm_coevo"),
+    ("fixed_starts_sm_k12_warm8.json", "same pool, the fine-tuned line alone for eight rounds (--lines sm_warm "
+     "--coevolution-rounds 8, resumed from its five-round folders): after round 5 | round 8, on the pool / held out",
+     lambda d: " | ".join(_fixed_starts_arm(d, f"sm_warm_{r}") for r in (5, 8)), ">= +0.30"),
+    ("fixed_starts_sm_k12_warm8_rlseed1.json", "same, --rl-seed 1",
+     lambda d: " | ".join(_fixed_starts_arm(d, f"sm_warm_{r}") for r in (5, 8)), ">= +0.30"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
