@@ -157,6 +157,22 @@ def _fidelity_data(d: dict, other: str | None = None) -> str:
     return "; ".join(parts)
 
 
+def _fidelity_worlds(d: dict) -> str:
+    """A coevolution_fidelity result: for each scored policy, the share of starts whose real outcome each scored
+    world reproduces (in ``worlds`` order) and the last world minus the original (paired +- s.e.), on the pool,
+    then held out."""
+    last = d["worlds"][-1]
+    parts = []
+    for field in ("pool", "held_out"):
+        rows = []
+        for arm in d["policies"]:
+            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"{last}-original"]
+            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in d["worlds"])
+                        + f" ({pair['diff']:+.3f} +- {pair['se']:.3f})")
+        parts.append(f"{'pool' if field == 'pool' else 'held out'}: " + ", ".join(rows))
+    return "; ".join(parts)
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -751,6 +767,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "per seed", lambda d: _fidelity_data(d, f"warm_{d['rounds']}"), ""),
     ("coevolution_fidelity_k12_warm5_rlseed1.json", "same, --rl-seed 1",
      lambda d: _fidelity_data(d, f"warm_{d['rounds']}"), ""),
+    ("coevolution_fidelity_k12_warm8.json", "fixed_starts_sm_k12_warm8.json's fine-tuned line after round 5 / 8 in "
+     "the original models / its round-5 / its round-8 fine-tuned models: share of starts whose real outcome the "
+     "world reproduces (round-8 world minus original, paired +- s.e.), on the pool / 96 new starts per seed",
+     _fidelity_worlds, ""),
+    ("coevolution_fidelity_k12_warm8_rlseed1.json", "same, --rl-seed 1", _fidelity_worlds, ""),
     ("real_rl_freeze.json", "same benchmark, the vision encoder frozen in RL (rl.freeze=[net.image_enc]): lr 1e-4 / "
      "lr 3e-4", lambda d: " / ".join(_variant(d, k) for k in ("freeze_enc", "freeze_enc_lr3")), ""),
     ("real_rl_augment_ratio.json", "same benchmark, the clipped ratio scored on 4-pixel-shifted frames (RAD; the "
