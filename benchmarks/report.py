@@ -139,38 +139,40 @@ def _fidelity(d: dict) -> str:
     return f"pool {parts[0]} / {parts[1]}; held out {parts[2]} / {parts[3]}"
 
 
-def _fidelity_data(d: dict, other: str | None = None) -> str:
-    """A coevolution_fidelity result of a ``--data-control`` work folder: for each scored policy, the share of
-    starts whose real outcome each world reproduces, original / last refit on the policy's rollouts / ``other``
-    (default: the last refit on as many expert episodes; ``gate``: the original models behind the gate
-    control's gate; ``warm_R``: the last fine-tuned models), and the refit minus ``other`` (paired +- s.e.), on the pool, then held out."""
-    r = d["rounds"]
-    other = other or f"demos_{r}"
+def _fidelity_table(d: dict, worlds: list[str], pair: str) -> str:
+    """A coevolution_fidelity result: for each scored policy, the share of starts whose real outcome each of
+    ``worlds`` reproduces and the paired difference ``pair`` (``A-B``, +- s.e.), on the pool, then held out."""
     parts = []
     for field in ("pool", "held_out"):
         rows = []
         for arm in d["policies"]:
-            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"refit_{r}-{other}"]
-            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in ("original", f"refit_{r}", other))
-                        + f" ({pair['diff']:+.3f} +- {pair['se']:.3f})")
+            row, diff = d["summary"][field][arm], d["paired"][field][arm][pair]
+            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in worlds)
+                        + f" ({diff['diff']:+.3f} +- {diff['se']:.3f})")
         parts.append(f"{'pool' if field == 'pool' else 'held out'}: " + ", ".join(rows))
     return "; ".join(parts)
+
+
+def _fidelity_data(d: dict, other: str | None = None) -> str:
+    """A coevolution_fidelity result of a ``--data-control`` work folder: original / last refit on the policy's
+    rollouts / ``other`` (default: the last refit on as many expert episodes; ``gate``: the original models
+    behind the gate control's gate; ``warm_R``: the last fine-tuned models), and the refit minus ``other``
+    (:func:`_fidelity_table`)."""
+    r = d["rounds"]
+    other = other or f"demos_{r}"
+    return _fidelity_table(d, ["original", f"refit_{r}", other], f"refit_{r}-{other}")
 
 
 def _fidelity_worlds(d: dict) -> str:
-    """A coevolution_fidelity result: for each scored policy, the share of starts whose real outcome each scored
-    world reproduces (in ``worlds`` order) and the last world minus the original (paired +- s.e.), on the pool,
-    then held out."""
-    last = d["worlds"][-1]
-    parts = []
-    for field in ("pool", "held_out"):
-        rows = []
-        for arm in d["policies"]:
-            row, pair = d["summary"][field][arm], d["paired"][field][arm][f"{last}-original"]
-            rows.append(f"{arm} " + " / ".join(_fmt(row[w]["agreement"]) for w in d["worlds"])
-                        + f" ({pair['diff']:+.3f} +- {pair['se']:.3f})")
-        parts.append(f"{'pool' if field == 'pool' else 'held out'}: " + ", ".join(rows))
-    return "; ".join(parts)
+    """A coevolution_fidelity result: every scored world in order, and the last minus the original
+    (:func:`_fidelity_table`)."""
+    return _fidelity_table(d, d["worlds"], f"{d['worlds'][-1]}-original")
+
+
+def _warm_rounds(d: dict) -> str:
+    """The fine-tuned line of a fixed_starts result after round 5 | its last round (:func:`_fixed_starts_arm`)."""
+    last = (d.get("state_model_arm") or {}).get("coevolution_rounds", 5)
+    return " | ".join(_fixed_starts_arm(d, f"sm_warm_{r}") for r in (5, last))
 
 
 def _self_imitation(d: dict) -> str:
@@ -730,9 +732,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_sm_k12_warm5_rlseed1.json", "same, --rl-seed 1", _coevolution, "sm_warm ~ sm_coevo"),
     ("fixed_starts_sm_k12_warm8.json", "same pool, the fine-tuned line alone for eight rounds (--lines sm_warm "
      "--coevolution-rounds 8, resumed from its five-round folders): after round 5 | round 8, on the pool / held out",
-     lambda d: " | ".join(_fixed_starts_arm(d, f"sm_warm_{r}") for r in (5, 8)), ">= +0.30"),
+     _warm_rounds, ">= +0.30"),
     ("fixed_starts_sm_k12_warm8_rlseed1.json", "same, --rl-seed 1",
-     lambda d: " | ".join(_fixed_starts_arm(d, f"sm_warm_{r}") for r in (5, 8)), ">= +0.30"),
+     _warm_rounds, ">= +0.30"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
