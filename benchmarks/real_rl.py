@@ -59,6 +59,71 @@ def _link_run(src: Path, dst: Path) -> None:
     link_shared_stages(src, dst)
 
 
+def episode_fields(ev: dict[str, Any], sft: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation's episode-by-episode record against the SFT evaluation of the same starts:
+    ``outcomes`` (task -> "0110...", in seed order; other results on the same runs can be paired with
+    them) and ``lift_vs_sft`` (:func:`benchmarks._stats.paired_outcome_difference`: ``diff``, ``se``,
+    ``ci95``, ``episodes``); both None for an evaluation that kept no outcomes."""
+    from imagination.report import paired_lifts
+
+    return {"outcomes": ev.get("outcomes"), "lift_vs_sft": paired_lifts(sft, {"rl": ev}).get("rl")}
+
+
+def seed_mean_lift(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rows' ``lift_vs_sft`` averaged over the seeds (:func:`benchmarks.imagination_lift.mean_paired_lifts`:
+    ``diff``, ``se`` of the evaluation's noise, ``ci95``, ``diff_per_seed``); None unless every row has one."""
+    from benchmarks.imagination_lift import mean_paired_lifts
+
+    if not rows or any(r.get("lift_vs_sft") is None for r in rows):
+        return None
+    return mean_paired_lifts([{"rl": r["lift_vs_sft"]} for r in rows])["rl"]
+
+
+def start_policy(init_policy: Path | None) -> dict[str, Any]:
+    """``{"path", "sha256"}`` of a start policy's weights (both None for the run's SFT); a folder without
+    saved weights is a one-line error."""
+    import hashlib
+
+    from wmrl.errors import WmrlError
+
+    if init_policy is None:
+        return {"path": None, "sha256": None}
+    weights = Path(init_policy) / "model.safetensors"
+    if not weights.is_file():
+        raise WmrlError(f"--init-policy {init_policy}: no saved policy there (no model.safetensors); "
+                        "expected a policy folder such as RUN/round_0/policy")
+    return {"path": str(init_policy), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
+
+
+def check_start_policy(dst: Path, init_policy: Path | None) -> dict[str, Any]:
+    """The policy RL in ``dst`` starts from (``init_policy``, or None for the run's SFT): ``{"path",
+    "sha256"}`` of its weights (path and sha None for SFT), recorded in ``dst/start_policy.json`` on the
+    first call. A ``dst`` that an earlier call started from another policy is a one-line error before
+    any RL."""
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    start = start_policy(init_policy)
+    record = dst / "start_policy.json"
+    if record.exists():
+        before = json.loads(record.read_text())
+        if before.get("sha256") != start["sha256"]:
+            raise WmrlError(f"{dst} holds RL started from {before.get('path') or 'SFT'}, not from "
+                            f"{start['path'] or 'SFT'}; use another --work folder")
+    elif (dst / "real_rl").exists() and init_policy is not None:  # RL begun before start policies were recorded: SFT's
+        raise WmrlError(f"{dst} holds RL started from SFT, not from {init_policy}; use another --work folder")
+    else:
+        dst.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(record, start)
+    return start
+
+
+def paired_text(summary: dict[str, Any]) -> str:
+    """", paired [lo, hi]": a summary's ``lift_vs_sft`` interval for a printed line ("" without one)."""
+    p = summary.get("lift_vs_sft")
+    return f", paired [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]" if p else ""
+
+
 def run_pair(
     src: Path,
     dst: Path,
@@ -67,27 +132,35 @@ def run_pair(
     num_envs: int,
     rl_seed: int = 0,
     curve: tuple[float, ...] = (),
+    init_policy: Path | None = None,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict:
     """Real-simulator RL from ``src``'s SFT policy with ``overrides``; returns the summary. ``rl_seed``
     > 0 repeats the RL with other starts and noise (``Pipeline.s_real_rl``'s, as
     ``benchmarks.state_model_rl --rl-seed``; 0: the seeds used so far). ``curve``: larger budgets the
-    same RL run goes on to after ``budget`` (resumed from its checkpoint), evaluated at each."""
+    same RL run goes on to after ``budget`` (resumed from its checkpoint), evaluated at each.
+    ``init_policy``: RL starts from this saved policy instead of SFT (e.g. one trained in a model world:
+    real RL after RL in imagination); the lift is still read against SFT. A folder that started from
+    another policy (or from SFT) is not resumed from another: that is an error."""
     from imagination.pipeline import Pipeline, load_run_config
 
     seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
+    start_policy(init_policy)  # a missing start policy fails before anything is written
     _link_run(src, dst)
+    start = check_start_policy(dst, init_policy)
     cfg = load_run_config(
         [*overrides, f"run_dir={dst}", f"seed={seed}", f"real_rl_num_envs={num_envs}", "videos=0"],
         config_name,
     )
     pipe = Pipeline(cfg, progress=progress)
-    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, rl_seed=rl_seed))
+    out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, rl_seed=rl_seed, init_policy=init_policy))
     points = [out]
     for b in curve:
         tag = f"_{int(b)}"
-        points.append(pipe.stage(f"real_rl{tag}", lambda b=b, tag=tag: pipe.s_real_rl(b, rl_seed=rl_seed, tag=tag)))
+        points.append(pipe.stage(
+            f"real_rl{tag}", lambda b=b, tag=tag: pipe.s_real_rl(b, rl_seed=rl_seed, tag=tag, init_policy=init_policy)
+        ))
     hist = [json.loads(line) for line in (dst / "real_rl" / "rl" / "metrics.jsonl").read_text().splitlines()]
     train_success = [float(h.get("grpo/success_rate", h.get("ppo/episode_success", np.nan))) for h in hist]
     sft = json.loads((dst / "stages" / "eval_sft.json").read_text())
@@ -96,6 +169,7 @@ def run_pair(
         "sft_success": float(sft["success"]),
         "rl_success": float(out["eval"]["success"]),
         "lift": float(out["eval"]["success"]) - float(sft["success"]),
+        **episode_fields(out["eval"], sft),
         "per_task": out["eval"]["per_task"],
         "sft_per_task": sft.get("per_task", {}),
         "real_env_steps": float(out["real_env_steps"]),
@@ -104,12 +178,14 @@ def run_pair(
         "stage_time_s": float(out.get("stage_time_s", float("nan"))),
         "stage_cpu_s": float(out.get("stage_cpu_s", float("nan"))),
         "rl_seed": int(rl_seed),
+        "start_policy": start,
         "curve": [
             {
                 "budget_real_env_steps": float(p["real_env_steps_budget"]),
                 "real_env_steps": float(p["real_env_steps"]),
                 "rl_iterations": int(p["rl_iterations"]),
                 "rl_success": float(p["eval"]["success"]),
+                **episode_fields(p["eval"], sft),
                 "per_task": p["eval"]["per_task"],
             }
             for p in points
@@ -172,6 +248,7 @@ def summarize(results: dict[str, dict[str, dict]]) -> dict[str, Any]:
             "rl_success": float(np.mean([r["rl_success"] for r in per_seed.values()])),
             "lift": float(np.mean(lifts)),
             "lift_per_seed": lifts,
+            "lift_vs_sft": seed_mean_lift(list(per_seed.values())),
             "seeds_lifted": int(sum(x > 0 for x in lifts)),
             "curve": _mean_curve(per_seed),
             "per_seed": per_seed,
@@ -187,6 +264,7 @@ def _mean_curve(per_seed: dict[str, dict]) -> list[dict[str, Any]]:
             "budget_real_env_steps": points[0]["budget_real_env_steps"],
             "rl_success": float(np.mean([p["rl_success"] for p in points])),
             "rl_success_per_seed": [p["rl_success"] for p in points],
+            "lift_vs_sft": seed_mean_lift(list(points)),
             "rl_iterations_per_seed": [p["rl_iterations"] for p in points],
         }
         for points in zip(*curves)
@@ -218,6 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         "a learning curve (quick: always one point, 4,000)",
     )
     p.add_argument("--num-envs", type=int, default=64, help="real sub-envs (a multiple of rl.group_size)")
+    p.add_argument(
+        "--init-policy", default=None, metavar="TEMPLATE",
+        help="RL starts from this saved policy instead of each run's SFT; {run} stands for the run's key (its "
+        "folder name, e.g. seed_0): runs/smrl/state_model/{run}/state_model_rl/policy (real RL after RL in a "
+        "model world; lifts are still read against SFT)",
+    )
     p.add_argument("--variant", nargs="+", action="append", metavar="NAME [key=value ...]")
     p.add_argument(
         "--rl-seed", type=int, default=0,
@@ -266,7 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} {keys[src]}: SFT {r['sft_success']:.3f} -> RL {r['rl_success']:.3f}", flush=True)
 
     folder = {n: n if a.rl_seed == 0 else f"{n}_rlseed{a.rl_seed}" for n in variants}  # a repeat never resumes another seed's
-    args = {(n, s): (s, a.work / folder[n] / keys[s], variants[n], budget, num_envs, a.rl_seed, curve) for n, s in pairs}
+    init = {s: None if a.init_policy is None else Path(a.init_policy.replace("{run}", keys[s])) for s in a.runs}
+    for f in init.values():
+        start_policy(f)  # every start policy is there before any work
+    args = {(n, s): (s, a.work / folder[n] / keys[s], variants[n], budget, num_envs, a.rl_seed, curve, init[s])
+            for n, s in pairs}
     run_pairs(run_pair, args, a.jobs, not a.no_progress, config_name, done)
     results = {n: {keys[s]: results[n][keys[s]] for s in a.runs} for n in variants}  # stable order
     res = {
@@ -275,12 +363,13 @@ def main(argv: list[str] | None = None) -> int:
         "budget_real_env_steps": budget,
         "curve_real_env_steps": [budget, *curve] if curve else [],
         "rl_seed": a.rl_seed,
+        "init_policy": a.init_policy,
         **run_fields(a, num_envs, config_name, t0),
     }
     atomic_write_json(a.out, res)
     for name, v in res["variants"].items():
         print(
-            f"{name}: SFT {v['sft_success']:.3f} -> RL {v['rl_success']:.3f} (lift {v['lift']:+.3f}, "
+            f"{name}: SFT {v['sft_success']:.3f} -> RL {v['rl_success']:.3f} (lift {v['lift']:+.3f}{paired_text(v)}, "
             f"{v['seeds_lifted']}/{len(v['lift_per_seed'])} seeds)"
         )
     return 0

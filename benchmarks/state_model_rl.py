@@ -71,7 +71,15 @@ import numpy as np
 
 from benchmarks._split_worlds import ADVANCE_RULES, SUCCESS_RULES
 from benchmarks._stats import run_keys
-from benchmarks.real_rl import _link_run, _seed_of, run_fields, run_pairs
+from benchmarks.real_rl import (
+    _link_run,
+    _seed_of,
+    episode_fields,
+    paired_text,
+    run_fields,
+    run_pairs,
+    seed_mean_lift,
+)
 
 WORLDS = ("state_model", "real")
 
@@ -213,6 +221,7 @@ def run_world(
         "sft_success": float(sft["success"]),
         "rl_success": float(out["eval"]["success"]),
         "lift": float(out["eval"]["success"]) - float(sft["success"]),
+        **episode_fields(out["eval"], sft),
         "rl_ci95": out["eval"]["ci95"],
         "per_task": out["eval"]["per_task"],
         "sft_per_task": sft.get("per_task", {}),
@@ -268,6 +277,7 @@ def summarize(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "rl_success": float(np.mean([r["rl_success"] for r in rows])),
         "lift": float(np.mean(lifts)),
         "lift_per_seed": lifts,
+        "lift_vs_sft": seed_mean_lift(rows),
         "seeds_lifted": int(sum(x > 1e-9 for x in lifts)),  # not float noise of equal rates
         "train_success_first": float(np.mean([r["train_success_by_iteration"][0] for r in rows])),
         "train_success_last4": float(np.mean([r["train_success_last4"] for r in rows])),
@@ -421,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(a.out, res)
     for w, v in worlds_out.items():
         print(
-            f"{w}: SFT {v['sft_success']:.3f} -> RL {v['rl_success']:.3f} (lift {v['lift']:+.3f}, "
+            f"{w}: SFT {v['sft_success']:.3f} -> RL {v['rl_success']:.3f} (lift {v['lift']:+.3f}{paired_text(v)}, "
             f"{v['seeds_lifted']}/{len(v['lift_per_seed'])} seeds); success inside it "
             f"{v['train_success_first']:.3f} -> {v['train_success_last4']:.3f} (last 4 iterations)"
         )

@@ -829,9 +829,15 @@ class Pipeline:
         return real_rl_env(self.cfg, per_env)
 
     def s_real_rl(
-        self, budget: float | None, world: Any = None, name: str = "real_rl", rl_seed: int = 0, tag: str = ""
+        self,
+        budget: float | None,
+        world: Any = None,
+        name: str = "real_rl",
+        rl_seed: int = 0,
+        tag: str = "",
+        init_policy: Path | None = None,
     ) -> dict:
-        """RL from the SFT policy from the real simulator's starts (t=0, full episodes; GRPO groups share a
+        """RL from the SFT policy (``init_policy``: from that saved policy instead) from the real simulator's starts (t=0, full episodes; GRPO groups share a
         task and a start), then the real evaluation; written to ``RUN/<name>``. ``budget``: real env steps
         (0: no RL; None: the config's ``rl.iterations``). ``world``: None trains in the real simulator
         (the baseline); else a function of the real (same-step) vector env returning the env RL trains
@@ -844,7 +850,12 @@ class Pipeline:
         import envs
         from envs.wrappers import ActionChunkWrapper
 
-        policy = self.policy_after(-1)
+        if init_policy is None:
+            policy = self.policy_after(-1)
+        else:
+            from policies import load_policy
+
+            policy = load_policy(init_policy, map_location=str(self.device))
         algo, rcfg = self.cfg.rl_config()
         g = getattr(rcfg, "group_size", 1)
         n = self.cfg.real_rl_num_envs

@@ -949,7 +949,28 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     for bad in (["1e5"], ["9e5", "8e5"]):  # a curve goes on past --budget (3.8e5), in increasing steps
         with pytest.raises(WmrlError, match="must increase and start above --budget 380000"):
             real_rl_main(["--runs", str(tmp_path / "half"), "--curve", *bad, "--out", str(tmp_path / "o.json")])
-    assert not (tmp_path / "o.json").exists()
+    with pytest.raises(WmrlError, match=r"--init-policy .*nowhere/seed_0/policy: no saved policy there"):
+        real_rl_main(["--runs", str(tmp_path / "seed_0"), "--init-policy", str(tmp_path / "nowhere/{run}/policy"),
+                      "--out", str(tmp_path / "o.json")])
+    assert not (tmp_path / "o.json").exists() and not (tmp_path / "seed_0").exists()
+    # a work folder remembers the policy its RL started from, and is not resumed from another
+    from benchmarks.real_rl import check_start_policy
+
+    pol = tmp_path / "pol"
+    pol.mkdir()
+    (pol / "model.safetensors").write_bytes(b"weights")
+    first = check_start_policy(tmp_path / "w", pol)
+    assert first["path"] == str(pol) and len(first["sha256"]) == 64
+    assert check_start_policy(tmp_path / "w", pol) == first  # the same start resumes
+    with pytest.raises(WmrlError, match=r"holds RL started from .*pol, not from SFT; use another --work"):
+        check_start_policy(tmp_path / "w", None)
+    (pol / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(WmrlError, match=r"holds RL started from .*pol, not from .*pol; use another --work"):
+        check_start_policy(tmp_path / "w", pol)
+    assert check_start_policy(tmp_path / "sft_w", None) == {"path": None, "sha256": None}
+    (tmp_path / "old" / "real_rl").mkdir(parents=True)  # RL from before start policies were recorded: SFT's
+    with pytest.raises(WmrlError, match=r"holds RL started from SFT, not from"):
+        check_start_policy(tmp_path / "old", pol)
     assert _parse_variants(None) == DEFAULT_VARIANTS
     assert _parse_variants([["lr3", "rl.lr=0.0003"]]) == {"lr3": ["rl.lr=0.0003"]}
     with pytest.raises(ConfigError, match="expected a new NAME"):
@@ -1009,6 +1030,25 @@ def test_real_rl_benchmark_inputs_and_summary(tmp_path):
     assert [c["budget_real_env_steps"] for c in res["curve"]] == [1.0, 2.0]
     assert [c["rl_success"] for c in res["curve"]] == pytest.approx([0.35, 0.5])
     assert res["curve"][1]["rl_success_per_seed"] == [0.6, 0.4]
+    assert res["lift_vs_sft"] is None and res["curve"][0]["lift_vs_sft"] is None  # no outcomes kept: no pairing
+    # episode by episode against SFT's evaluation of the same starts, per seed, then over the seeds
+    from benchmarks.real_rl import episode_fields, paired_text, seed_mean_lift
+
+    sft = {"outcomes": {"a": "0101", "b": "0011"}}
+    e0 = episode_fields({"outcomes": {"a": "1101", "b": "0011"}}, sft)  # one more success of 8
+    e1 = episode_fields({"outcomes": {"a": "0100", "b": "1011"}}, sft)  # one gained, one lost
+    assert e0["outcomes"] == {"a": "1101", "b": "0011"}
+    assert e0["lift_vs_sft"]["diff"] == pytest.approx(0.125) and e0["lift_vs_sft"]["episodes"] == 8
+    assert e1["lift_vs_sft"]["diff"] == pytest.approx(0.0)
+    both = seed_mean_lift([e0, e1])
+    assert both["diff"] == pytest.approx(0.0625) and both["diff_per_seed"] == pytest.approx([0.125, 0.0])
+    assert both["se"] == pytest.approx((e0["lift_vs_sft"]["se"] ** 2 + e1["lift_vs_sft"]["se"] ** 2) ** 0.5 / 2)
+    assert paired_text({"lift_vs_sft": both}).startswith(", paired [") and paired_text({"lift_vs_sft": None}) == ""
+    assert episode_fields({"success": 0.5}, sft) == {"outcomes": None, "lift_vs_sft": None}  # an old evaluation
+    assert seed_mean_lift([e0, {"lift_vs_sft": None}]) is None
+    with_eps = summarize({"v": {"s0": {"sft_success": 0.5, "rl_success": 0.625, "lift": 0.125, "curve": [], **e0},
+                                "s1": {"sft_success": 0.5, "rl_success": 0.5, "lift": 0.0, "curve": [], **e1}}})["v"]
+    assert with_eps["lift_vs_sft"] == both
 
 
 class _NoisePolicy:
