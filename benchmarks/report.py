@@ -486,25 +486,33 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("imagination_lift.json", "lift over SFT paired episode by episode (mean of the seeds [95% CI of the evaluation]): "
      "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ""),
     ("imagination_lift.json", "seeds", "seeds", ">= 3"),
-    ("imagination_lift_s43.json", "the three seeds again on today's code, every world model trained all 2,000 "
-     "steps (900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes,
+    ("imagination_lift_s43.json", "the three seeds on the code of session 43 (runs/s43/lift, num_threads=1), "
+     "every world model trained all 2,000 steps (900 s cap; no ablations): SFT / RL in imagination / co-evolution rounds / real RL", _phase_successes,
      ">= SFT + 0.30"),
     ("imagination_lift_s43.json", "same runs, lift over SFT paired episode by episode (mean of the seeds [95% CI]): "
      "RL in imagination / co-evolution rounds / real RL, same real budget", _run_lifts, ">= +0.30"),
-    ("imagination_lift.json", "whole main job per seed: CPU time on 1 thread, two runs side by side on 2 cores without "
-     "native bf16 (AVX2 only; s)",
-     lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
+    ("imagination_lift.json", "whole main job per seed: wall time, default threads, one run at a time on 2 cores "
+     "without native bf16 (AVX2 only), the world model stopped by its 900 s cap (s)",
+     lambda d: " / ".join(_fmt(v.get("wall_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
     ("imagination_lift.json", "ablation: KIR off (start at t=0), after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "kir_off"), ""),
     ("imagination_lift.json", "ablation: gating off, after RL in imagination (paired vs SFT; vs the full method's round 0)",
      lambda d: _ablation(d, "gating_off"), ""),
-    ("imagination_lift.json", "round 0 again with other keyframe starts: the later half of each demo's pre-success part "
-     "(late, imagination.keyframes.strategy=late) / half of them from the last 24 frames of failed demos (nearfail, "
-     "near_failure) (paired vs SFT; vs the full method's round 0)",
-     lambda d: f"{_ablation(d, 'late')} / {_ablation(d, 'nearfail')}" if "late" in d["ablations"] else "not run", ""),
-    ("imagination_lift.json", "round 0 again scored by the change in success probability over the episode "
+    ("imagination_lift_s40.json", "the previous measurement (runs/s40/lift, num_threads=1, the world model's 600 s cap of "
+     "then): SFT / RL in imagination / co-evolution rounds / real RL, same real budget; lift over SFT, paired (RL in "
+     "imagination / co-evolution rounds / real RL)", lambda d: f"{_phase_successes(d)}; {_run_lifts(d)}", ">= SFT + 0.30"),
+    ("imagination_lift_s40.json", "same: whole main job per seed, CPU time on 1 thread, two runs side by side on 2 cores "
+     "without native bf16 (AVX2 only; s)",
+     lambda d: " / ".join(_fmt(v.get("cpu_time_s")) for v in (d.get("per_seed") or {}).values()), "<= 1,800 (30 min)"),
+    ("imagination_lift_s40.json", "same: ablation KIR off / gating off, after RL in imagination (paired vs SFT; vs the "
+     "full method's round 0)", lambda d: f"{_ablation(d, 'kir_off')} / {_ablation(d, 'gating_off')}", ""),
+    ("imagination_lift_s40.json", "same runs, round 0 again with other keyframe starts: the later half of each demo's "
+     "pre-success part (late, imagination.keyframes.strategy=late) / half of them from the last 24 frames of failed "
+     "demos (nearfail, near_failure) (paired vs SFT; vs the full method's round 0)",
+     lambda d: f"{_ablation(d, 'late')} / {_ablation(d, 'nearfail')}", ""),
+    ("imagination_lift_s40.json", "same runs, round 0 again scored by the change in success probability over the episode "
      "(relret: imagination.reward=relative rl.score=return) (paired vs SFT; vs the full method's round 0)",
-     lambda d: _ablation(d, "relret") if "relret" in d["ablations"] else "not run", ""),
+     lambda d: _ablation(d, "relret"), ""),
     ("imagination_lift_s38.json", "the previous measurement, same recipe before the faster hot paths (runs/s38/lift): "
      "SFT / RL in imagination / co-evolution rounds / real RL, same real budget; rounds 1 / 2 vs round 0 (paired)",
      lambda d: f"{_phase_successes(d)}; {_rounds_vs_round_0(d)}", ""),
@@ -1002,6 +1010,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _smrl(d, "steps"), ""),
     ("state_model_rl_branch24_allprefix_rlseed1.json", "same first run, --rl-seed 1",
      lambda d: _smrl(d, "steps"), ""),
+    ("state_model_rl_branch24_s55.json", "the branched ensemble world (--real-steps 24, 100 iterations) on today's "
+     "main-job runs (runs/s55/lift seeds 0 and 1, 2 x 600 episodes): real success SFT -> after; real env steps used per "
+     "seed; lift over SFT paired episode by episode [95% CI]",
+     lambda d: f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}", ""),
+    ("real_rl_s55.json", "real GRPO from SFT on the same runs: real success SFT -> at 150k / 300k real steps; lift "
+     "over SFT paired at 150k / 300k", lambda d: f"{_curve(d)}; " + " / ".join(
+         _paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"]), ""),
+    ("real_rl_after_state_model_s55.json", "real GRPO for 150k real steps from the branched world's policy "
+     "(--init-policy; about 300k real steps in all): real success SFT -> after; lift over SFT paired",
+     lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
+     f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores (code of "
      "2026-11-25; SFT after the world model): wall time of all stages (s)", "wall_time_s", "<= 1800"),
     ("device_h200/main_job_a_results.json", "default main job with device=cuda on one H200 + 16 cores (SFT in a "
