@@ -288,6 +288,16 @@ def summarize(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def pair_folder(work: Path, world: str, iterations: int, rl_seed: int, key: str) -> Path:
+    """Where a world/run pair's RL lives: ``WORK/WORLD_itN[_rlseedS]/KEY``, so a repeat with another RL seed
+    never reads back (resumes) another seed's finished stage.
+
+    >>> pair_folder(Path("w"), "state_model", 100, 1, "seed_0").as_posix()
+    'w/state_model_it100_rlseed1/seed_0'
+    """
+    return work / f"{world}_it{iterations}{f'_rlseed{rl_seed}' if rl_seed else ''}" / key
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", nargs="+", type=Path, default=None, help="finished wmrl run folders, one per seed")
@@ -394,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             dirs = [state_model_dir(src, name) for name in a.object_dynamics]
             models[src] = dirs if is_ensemble else dirs[0]
     args = {
-        (w, s): (s, a.work / f"{w}_it{iterations}" / keys[s], w, models[s] if w == "state_model" else None,
+        (w, s): (s, pair_folder(a.work, w, iterations, a.rl_seed, keys[s]), w, models[s] if w == "state_model" else None,
                  iterations, num_envs, ensemble, a.rl_seed, a.real_steps, tuple(a.overrides), a.share_prefix,
                  a.train_on)
         for w in worlds

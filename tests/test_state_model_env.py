@@ -360,8 +360,11 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         state_model_dir(tmp_path, "object_dynamics_arm")
     _model().save_pretrained(tmp_path / "od")
     assert state_model_dir(tmp_path, "od") == tmp_path / "od"
-    from benchmarks.state_model_rl import main
+    from benchmarks.state_model_rl import main, pair_folder
 
+    # a repeat with another RL seed lives in its own folder: it never reads back RL seed 0's finished stage
+    assert pair_folder(tmp_path, "state_model", 100, 0, "seed_0") == tmp_path / "state_model_it100" / "seed_0"
+    assert pair_folder(tmp_path, "state_model", 100, 2, "seed_0") == tmp_path / "state_model_it100_rlseed2" / "seed_0"
     with pytest.raises(WmrlError, match=r"--rl-seed -1 must be >= 0"):
         main(["--runs", str(tmp_path), "--rl-seed", "-1", "--out", str(tmp_path / "r.json")])
     with pytest.raises(WmrlError, match=r"--real-steps -2 must be >= 0"):

@@ -1,0 +1,296 @@
+"""Pair policies from several benchmark results on the same runs, episode by episode.
+
+`python -m benchmarks.paired_arms --arm LABEL=SOURCE [--arm ...] [--pair A:B ...] --out FILE.json`
+
+Results written on the same wmrl run folders (`benchmarks.real_rl`, `benchmarks.state_model_rl`, ...) keep
+each policy's real-simulator outcomes per run (task -> "0110..."), scored on that run's evaluation starts.
+So two policies from different files, or a file and the run's own stages, can be compared start by start:
+the paired difference is far tighter than two separate intervals. An arm is
+
+- ``FILE.json[:SELECTOR][@I]``: the per-run results under ``SELECTOR`` (a dotted path to an object with a
+  ``per_seed`` map, e.g. ``variants.default`` or ``worlds.state_model``; may be left out where the file
+  holds one), ``@I`` for learning-curve point ``I``; the file's ``runs`` name the run folders;
+- ``stage:NAME``: each run folder's own evaluation at stage ``NAME`` (``eval_sft``, ``round_0``,
+  ``real_rl``, ...; ``sft`` is built in as ``stage:eval_sft``), for the runs the other arms use.
+
+A label given several times joins its sources' runs (e.g. seeds 0-1 from one file, seed 2 from another).
+``--after A:B`` says arm A's RL started from arm B's policy (``benchmarks.real_rl --init-policy``), so A's
+real env steps count B's too.
+Each pair is read on the runs both arms have: mean over runs of the paired difference, with the
+evaluation's standard error sqrt(sum se^2) / k (`benchmarks.imagination_lift.mean_paired_lifts`) and the
+per-run differences (their spread is the seeds' own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STAGE = "stage:"
+
+
+@dataclass
+class Arm:
+    """One policy per run folder: ``outcomes[run]`` (task -> outcome string) and the real env steps its
+    result reports (``steps[run]``, absent where it reports none)."""
+
+    label: str
+    sources: list[str] = field(default_factory=list)
+    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def add(self, source: str, run: str, outcomes: dict[str, Any], steps: float | None) -> None:
+        from wmrl.errors import WmrlError
+
+        if run in self.outcomes:
+            raise WmrlError(f"--arm {self.label}: run {run} comes twice (from {source} and an earlier source); "
+                            "expected each run once per label")
+        self.outcomes[run] = {t: "".join(str(int(x)) for x in o) for t, o in outcomes.items()}
+        if steps is not None:
+            self.steps[run] = float(steps)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    from wmrl.errors import WmrlError
+
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise WmrlError(f"{path}: no such result file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise WmrlError(f"{path}: not a JSON result ({e})") from None
+
+
+def selectors(res: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of the objects in a result that hold a ``per_seed`` map of per-run results with
+    ``outcomes`` (the arms a file offers).
+
+    >>> selectors({"variants": {"a": {"per_seed": {"seed_0": {"outcomes": {}}}}}, "runs": []})
+    ['variants.a']
+    """
+    out = []
+    for k, v in res.items():
+        if not isinstance(v, dict):
+            continue
+        ps = v.get("per_seed")
+        if isinstance(ps, dict) and ps and all(isinstance(r, dict) and "outcomes" in r for r in ps.values()):
+            out.append(prefix + k)
+        out += selectors(v, f"{prefix}{k}.")
+    return out
+
+
+def _run_steps(r: dict[str, Any]) -> float | None:
+    for k in ("real_env_steps", "real_env_steps_used"):
+        if isinstance(r.get(k), (int, float)):
+            return float(r[k])
+    return None
+
+
+def read_file_arm(arm: Arm, spec: str) -> list[Path]:
+    """Adds the runs of ``FILE.json[:SELECTOR][@I]`` to ``arm``; returns the run folders it named."""
+    from benchmarks._stats import run_keys
+    from wmrl.errors import WmrlError
+
+    spec_path, point = spec, None
+    if "@" in spec.rsplit(":", 1)[-1]:
+        spec_path, p = spec.rsplit("@", 1)
+        if not p.isdigit():
+            raise WmrlError(f"--arm {arm.label}={spec}: curve point {p!r} is not an index (expected @0, @1, ...)")
+        point = int(p)
+    file, _, sel = spec_path.partition(".json:")
+    file = file if file.endswith(".json") else file + ".json"
+    res = _load(Path(file))
+    offered = selectors(res)
+    if not sel:
+        if len(offered) != 1:
+            raise WmrlError(f"--arm {arm.label}={spec}: {file} holds {len(offered)} arms {offered}; "
+                            f"name one as {file}:SELECTOR")
+        sel = offered[0]
+    if sel not in offered:
+        raise WmrlError(f"--arm {arm.label}={spec}: no arm {sel!r} in {file}; expected one of {offered}")
+    node: Any = res
+    for part in sel.split("."):
+        node = node[part]
+    runs = [Path(r) for r in res.get("runs") or []]
+    keys = dict(zip(run_keys(runs), runs, strict=True)) if runs else {}
+    for key, r in node["per_seed"].items():
+        if key not in keys:
+            raise WmrlError(f"{file}: run key {key!r} is not among its runs {[str(p) for p in runs]}")
+        if point is not None:
+            curve = r.get("curve") or []
+            if point >= len(curve):
+                raise WmrlError(f"--arm {arm.label}={spec}: run {key} has {len(curve)} curve points, not @{point}")
+            r = curve[point]
+        arm.add(spec, _run_id(keys[key]), r["outcomes"], _run_steps(r))
+    arm.sources.append(spec)
+    return list(keys.values())
+
+
+def _run_id(run: Path) -> str:
+    """A run folder as the pairs name it: its path relative to the working folder where it lies under it."""
+    p = run.resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def read_stage_arm(arm: Arm, name: str, runs: list[Path]) -> None:
+    """Adds each run folder's own evaluation at stage ``name`` to ``arm``, with the real env steps the stage
+    reports (a co-evolution round's ``real_env_steps``)."""
+    from benchmarks.imagination_lift import stage
+    from wmrl.errors import WmrlError
+
+    if not runs:
+        raise WmrlError(f"--arm {arm.label}={STAGE}{name}: no run folders to read it from; give a result file arm too")
+    for run in runs:
+        try:
+            marker = stage(run, name)
+        except FileNotFoundError:
+            raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run} has no finished stage {name!r} "
+                            f"(expected {run}/stages/{name}.json)") from None
+        ev = marker.get("eval", marker)  # a round's eval block, or eval_sft's whole marker
+        if "outcomes" not in ev:
+            raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run}'s stage {name!r} kept no per-episode outcomes")
+        arm.add(f"{STAGE}{name}", _run_id(run), ev["outcomes"], _run_steps(marker))
+    arm.sources.append(f"{STAGE}{name}")
+
+
+def parse_arms(specs: list[str]) -> dict[str, Arm]:
+    """``LABEL=SOURCE`` specs -> arms by label (``sft`` = ``stage:eval_sft`` is always there)."""
+    from wmrl.errors import WmrlError
+
+    parsed = []
+    for s in specs:
+        label, eq, src = s.partition("=")
+        if not eq or not label or not src or ":" in label:
+            raise WmrlError(f"--arm {s!r}: expected LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
+        parsed.append((label, src))
+    if not any(label == "sft" for label, _ in parsed):
+        parsed.append(("sft", STAGE + "eval_sft"))
+    arms: dict[str, Arm] = {}
+    runs: dict[str, Path] = {}
+    for label, src in parsed:
+        if not src.startswith(STAGE):
+            for r in read_file_arm(arms.setdefault(label, Arm(label)), src):
+                runs.setdefault(_run_id(r), r)
+    for label, src in parsed:
+        if src.startswith(STAGE):
+            read_stage_arm(arms.setdefault(label, Arm(label)), src[len(STAGE):], list(runs.values()))
+    return arms
+
+
+def arm_summary(arm: Arm) -> dict[str, Any]:
+    """Mean success over the arm's runs (each run's success over all its episodes), per run, and steps."""
+    per_run = {}
+    for run, o in arm.outcomes.items():
+        n = sum(len(v) for v in o.values())
+        per_run[run] = sum(v.count("1") for v in o.values()) / n if n else float("nan")
+    out: dict[str, Any] = {
+        "sources": arm.sources,
+        "success": sum(per_run.values()) / len(per_run),
+        "success_per_run": per_run,
+    }
+    if arm.steps:
+        out["real_env_steps_per_run"] = arm.steps
+        out["real_env_steps_mean"] = sum(arm.steps.values()) / len(arm.steps)
+    return out
+
+
+def pair(a: Arm, b: Arm) -> dict[str, Any]:
+    """``a`` minus ``b`` on the runs both have: paired difference averaged over runs (``diff``, ``se``,
+    ``ci95``, ``diff_per_seed`` as :func:`benchmarks.imagination_lift.mean_paired_lifts`) and the runs."""
+    from benchmarks._stats import paired_outcome_difference
+    from benchmarks.imagination_lift import mean_paired_lifts
+    from wmrl.errors import WmrlError
+
+    shared = [r for r in a.outcomes if r in b.outcomes]
+    if not shared:
+        raise WmrlError(f"--pair {a.label}:{b.label}: the arms share no run (runs {sorted(a.outcomes)} and "
+                        f"{sorted(b.outcomes)})")
+    try:
+        per_run = [{"d": paired_outcome_difference(a.outcomes[r], b.outcomes[r])} for r in shared]
+    except ValueError as e:
+        raise WmrlError(f"--pair {a.label}:{b.label}: {e}") from None
+    out = mean_paired_lifts(per_run)["d"]
+    out["diff_per_run"] = dict(zip(shared, out.pop("diff_per_seed"), strict=True))
+    out["episodes_per_run"] = per_run[0]["d"]["episodes"]
+    return out
+
+
+def _arm_pair(flag: str, spec: str, arms: dict[str, Arm]) -> tuple[str, str]:
+    from wmrl.errors import WmrlError
+
+    q = tuple(spec.split(":", 1))
+    if len(q) != 2 or any(x not in arms for x in q):
+        raise WmrlError(f"{flag} {spec}: expected A:B with A and B among the arms {sorted(arms)}")
+    return q[0], q[1]
+
+
+def add_steps_of_start(arm: Arm, start: Arm) -> None:
+    """``arm``'s RL started from ``start``'s policies: each run's real env steps gain ``start``'s."""
+    from wmrl.errors import WmrlError
+
+    missing = [r for r in arm.steps if r not in start.steps]
+    if missing:
+        raise WmrlError(f"--after {arm.label}:{start.label}: {start.label} reports no real env steps for runs {missing}")
+    arm.steps = {r: s + start.steps[r] for r, s in arm.steps.items()}
+    arm.sources.append(f"after {start.label}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--arm", action="append", default=[], metavar="LABEL=SOURCE",
+                   help="FILE.json[:SELECTOR][@I] or stage:NAME; repeat a label to join runs from several files")
+    p.add_argument("--pair", action="append", default=[], metavar="A:B",
+                   help="A minus B, paired (default: every arm against sft)")
+    p.add_argument("--after", action="append", default=[], metavar="A:B",
+                   help="arm A's RL started from arm B's policy: A's real env steps include B's, run by run")
+    p.add_argument("--list", nargs="+", type=Path, default=None, metavar="FILE",
+                   help="print the arms (selectors) each result file offers, and stop")
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args(argv)
+    from wmrl.errors import WmrlError
+    from wmrl.io import atomic_write_json
+
+    try:
+        if a.list:
+            for f in a.list:
+                res = _load(f)
+                print(f"{f}: runs {res.get('runs')}")
+                for s in selectors(res):
+                    print(f"  {s}")
+            return 0
+        if not a.arm:
+            raise WmrlError("no --arm given; expected at least one LABEL=FILE.json[:SELECTOR][@I]")
+        arms = parse_arms(a.arm)
+        pairs = [_arm_pair("--pair", q, arms) for q in a.pair] or [(k, "sft") for k in arms if k != "sft"]
+        for q in a.after:
+            add_steps_of_start(*(arms[x] for x in _arm_pair("--after", q, arms)))
+        res = {
+            "arms": {k: arm_summary(v) for k, v in arms.items()},
+            "pairs": {f"{x} - {y}": pair(arms[x], arms[y]) for x, y in pairs},
+            "argv": sys.argv[1:] if argv is None else argv,
+        }
+    except WmrlError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for k, v in res["arms"].items():
+        steps = f", real steps {v['real_env_steps_mean'] / 1e3:.0f}k" if "real_env_steps_mean" in v else ""
+        per = " / ".join(f"{x:.3f}" for x in v["success_per_run"].values())
+        print(f"{k}: success {v['success']:.3f} ({per}){steps}")
+    for k, v in res["pairs"].items():
+        per = " / ".join(f"{x:+.3f}" for x in v["diff_per_run"].values())
+        print(f"{k}: {v['diff']:+.3f} (s.e. {v['se']:.3f}, 95% CI [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]; "
+              f"per run {per})")
+    if a.out:
+        atomic_write_json(a.out, res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

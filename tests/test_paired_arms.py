@@ -1,0 +1,96 @@
+"""benchmarks.paired_arms: policies from several result files paired on the same runs' evaluation starts."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks import paired_arms
+from benchmarks._stats import paired_outcome_difference
+
+
+def _run(root: Path, name: str, sft: dict[str, str]) -> Path:
+    run = root / name
+    (run / "stages").mkdir(parents=True)
+    (run / "stages" / "eval_sft.json").write_text(json.dumps({"success": 0.0, "outcomes": sft}))
+    (run / "stages" / "round_0.json").write_text(json.dumps({"eval": {"outcomes": sft}, "real_env_steps": 7}))  # same as SFT
+    return run
+
+
+def _result(path: Path, runs: list[Path], per_run: list[dict], key: str = "variants") -> Path:
+    per_seed = {r.name: v for r, v in zip(runs, per_run, strict=True)}
+    path.write_text(json.dumps({key: {"default": {"per_seed": per_seed, "lift": 0.0}}, "runs": [str(r) for r in runs]}))
+    return path
+
+
+@pytest.fixture
+def three_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    monkeypatch.chdir(tmp_path)
+    runs = [_run(tmp_path, f"seed_{s}", {"a": "0000", "b": "0011"}) for s in range(3)]
+    first = _result(tmp_path / "rl.json", runs[:2], [
+        {"outcomes": {"a": "1000", "b": "0011"}, "real_env_steps": 100,
+         "curve": [{"outcomes": {"a": "1100", "b": "0011"}, "real_env_steps": 200}]},
+        {"outcomes": {"a": "0000", "b": "0001"}, "real_env_steps": 110,
+         "curve": [{"outcomes": {"a": "0000", "b": "0011"}, "real_env_steps": 220}]},
+    ])
+    second = _result(tmp_path / "rl_seed2.json", runs[2:], [{"outcomes": {"a": "1111", "b": "1111"},
+                                                            "real_env_steps": 120}])
+    world = _result(tmp_path / "world.json", runs, [{"outcomes": {"a": "0000", "b": "0011"}, "real_env_steps_used": s}
+                                                    for s in (10, 20, 30)], key="worlds")
+    return {"rl": first, "rl2": second, "world": world, "root": tmp_path}
+
+
+def test_pairs_join_files_and_match_the_per_episode_difference(three_runs: dict[str, Path], capsys) -> None:
+    out = three_runs["root"] / "pairs.json"
+    rc = paired_arms.main([
+        "--arm", f"rl={three_runs['rl']}", "--arm", f"rl={three_runs['rl2']}:variants.default",
+        "--arm", f"curve={three_runs['rl']}@0", "--arm", f"world={three_runs['world']}", "--arm", "r0=stage:round_0",
+        "--pair", "rl:sft", "--pair", "curve:sft", "--pair", "rl:world", "--pair", "r0:sft",
+        "--after", "rl:world", "--after", "curve:r0", "--out", str(out),
+    ])
+    assert rc == 0, capsys.readouterr().err
+    res = json.loads(out.read_text())
+    # per run: seed_0 +1/8, seed_1 -1/8, seed_2 +6/8 (SFT 0000/0011 against 1111/1111)
+    rl = res["pairs"]["rl - sft"]
+    assert rl["diff_per_run"] == {"seed_0": 0.125, "seed_1": -0.125, "seed_2": 0.75}
+    assert rl["diff"] == pytest.approx(0.25)
+    se = [paired_outcome_difference({"a": a, "b": b}, {"a": "0000", "b": "0011"})["se"]
+          for a, b in (("1000", "0011"), ("0000", "0001"), ("1111", "1111"))]
+    assert rl["se"] == pytest.approx(math.sqrt(sum(x * x for x in se)) / 3)
+    assert res["pairs"]["curve - sft"]["diff_per_run"] == {"seed_0": 0.25, "seed_1": 0.0}  # seed_2 has no curve
+    assert res["pairs"]["rl - world"]["diff"] == pytest.approx(rl["diff"])  # the world's policy scored as SFT
+    assert res["pairs"]["r0 - sft"]["diff"] == 0.0
+    # --after: rl started from the world's policies, so its real steps count the world's too
+    assert res["arms"]["rl"]["real_env_steps_per_run"] == {"seed_0": 110.0, "seed_1": 130.0, "seed_2": 150.0}
+    assert res["arms"]["curve"]["real_env_steps_per_run"] == {"seed_0": 207.0, "seed_1": 227.0}
+    assert "real_env_steps_per_run" not in res["arms"]["sft"]
+    assert res["arms"]["sft"]["success"] == pytest.approx(0.25)
+    assert "rl - sft: +0.250" in capsys.readouterr().out
+
+
+def test_bad_arms_are_one_line_errors(three_runs: dict[str, Path], capsys) -> None:
+    rl, world = three_runs["rl"], three_runs["world"]
+    cases = [
+        ([f"--arm=rl={rl}", f"--arm=rl={rl}"], "comes twice"),
+        ([f"--arm=rl={rl}:variants.nope"], "no arm 'variants.nope'"),
+        ([f"--arm=rl={rl}@3"], "curve points, not @3"),
+        ([f"--arm=rl={rl}@x"], "is not an index"),
+        ([f"--arm=rl={three_runs['root'] / 'missing.json'}"], "no such result file"),
+        ([f"--arm=rl={rl}", "--arm=x=stage:round_9"], "no finished stage 'round_9'"),
+        ([f"--arm=rl={rl}", "--pair=rl:nope"], "among the arms"),
+        (["--arm=just-a-label"], "expected LABEL="),
+        ([f"--arm=a={rl}@0", f"--arm=b={world}", "--pair=a:b"], None),  # seed_0 shared: fine
+    ]
+    for argv, msg in cases:
+        rc = paired_arms.main(argv)
+        err = capsys.readouterr().err.strip()
+        if msg is None:
+            assert rc == 0, err
+        else:
+            assert rc == 2 and msg in err and "\n" not in err, (argv, err)
+    (three_runs["root"] / "broken.json").write_text("{")
+    assert paired_arms.main([f"--arm=rl={three_runs['root'] / 'broken.json'}"]) == 2
+    assert "not a JSON result" in capsys.readouterr().err
