@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for k, v in res["arms"].items():
-        steps = f", real steps {v['real_env_steps_mean'] / 1e3:.0f}k" if "real_env_steps_mean" in v else ""
+        steps = f", real steps {v['real_env_steps_mean']:,.0f}" if "real_env_steps_mean" in v else ""
         per = " / ".join(f"{x:.3f}" for x in v["success_per_run"].values())
         print(f"{k}: success {v['success']:.3f} ({per}){steps}")
     for k, v in res["pairs"].items():
