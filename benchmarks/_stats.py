@@ -39,8 +39,9 @@ def paired_outcome_difference(arm: dict[str, Any], ref: dict[str, Any], z: float
     """``arm`` minus ``ref`` success, episode by episode on the same starts.
 
     Args:
-        arm, ref: task -> outcomes in seed order (a sequence of 0/1 or a string such as ``"0110"``);
-            both must hold the same tasks and as many episodes per task.
+        arm, ref: task -> outcomes in seed order (a sequence of 0/1 or a string such as ``"0110"``; numbers
+            in [0, 1] such as a mean over repeats also do); both must hold the same tasks and as many episodes
+            per task.
     Returns:
         ``{"diff", "se", "ci95": [lo, hi], "episodes"}``: the mean of the per-episode differences
         (the difference of the mean success when every task has as many episodes), its standard error
@@ -54,7 +55,7 @@ def paired_outcome_difference(arm: dict[str, Any], ref: dict[str, Any], z: float
         raise ValueError(f"paired outcomes need the same tasks; got {sorted(arm)} and {sorted(ref)}")
     d: list[float] = []
     for t in sorted(ref):
-        a, r = [int(x) for x in arm[t]], [int(x) for x in ref[t]]
+        a, r = [float(x) for x in arm[t]], [float(x) for x in ref[t]]
         if len(a) != len(r):
             raise ValueError(f"task {t}: {len(a)} episodes against {len(r)}; paired outcomes need as many")
         d += [x - y for x, y in zip(a, r)]

@@ -13,7 +13,10 @@ the paired difference is far tighter than two separate intervals. An arm is
 - ``stage:NAME``: each run folder's own evaluation at stage ``NAME`` (``eval_sft``, ``round_0``,
   ``real_rl``, ...; ``sft`` is built in as ``stage:eval_sft``), for the runs the other arms use.
 
-A label given several times joins its sources' runs (e.g. seeds 0-1 from one file, seed 2 from another).
+A label given several times joins its sources' runs (e.g. seeds 0-1 from one file, seed 2 from another);
+a run met again with another RL seed (the results' ``rl_seed``, e.g. ``benchmarks.real_rl --rl-seed 1``) is a
+repeat: each evaluation episode's success is averaged over the repeats before pairing, so the standard
+error stays honest about the shared evaluation starts.
 ``--after A:B`` says arm A's RL started from arm B's policy (``benchmarks.real_rl --init-policy``), so A's
 real env steps count B's too.
 Each pair is read on the runs both arms have: mean over runs of the paired difference, with the
@@ -35,23 +38,29 @@ STAGE = "stage:"
 
 @dataclass
 class Arm:
-    """One policy per run folder: ``outcomes[run]`` (task -> outcome string) and the real env steps its
-    result reports (``steps[run]``, absent where it reports none)."""
+    """One policy per run folder, possibly repeated with other RL seeds: ``outcomes[run][rl_seed]`` (task ->
+    outcome string; ``rl_seed`` None for a run's own stages) and the real env steps each reports
+    (``steps[run][rl_seed]``, absent where it reports none)."""
 
     label: str
     sources: list[str] = field(default_factory=list)
-    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)
-    steps: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, dict[int | None, dict[str, str]]] = field(default_factory=dict)
+    steps: dict[str, dict[int | None, float]] = field(default_factory=dict)
 
-    def add(self, source: str, run: str, outcomes: dict[str, Any], steps: float | None) -> None:
+    def add(self, source: str, run: str, outcomes: dict[str, Any], steps: float | None, rl_seed: int | None) -> None:
         from wmrl.errors import WmrlError
 
-        if run in self.outcomes:
-            raise WmrlError(f"--arm {self.label}: run {run} comes twice (from {source} and an earlier source); "
-                            "expected each run once per label")
-        self.outcomes[run] = {t: "".join(str(int(x)) for x in o) for t, o in outcomes.items()}
+        if rl_seed in self.outcomes.get(run, {}):
+            raise WmrlError(f"--arm {self.label}: run {run} with RL seed {rl_seed} comes twice (again from "
+                            f"{source}); expected each run once per label and RL seed")
+        self.outcomes.setdefault(run, {})[rl_seed] = {t: "".join(str(int(x)) for x in o) for t, o in outcomes.items()}
         if steps is not None:
-            self.steps[run] = float(steps)
+            self.steps.setdefault(run, {})[rl_seed] = float(steps)
+
+    def episode_means(self, run: str) -> dict[str, list[float]]:
+        """Task -> each evaluation episode's success averaged over the run's repeats (RL seeds)."""
+        reps = list(self.outcomes[run].values())
+        return {t: [sum(int(r[t][i]) for r in reps) / len(reps) for i in range(len(o))] for t, o in reps[0].items()}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -81,6 +90,12 @@ def selectors(res: dict[str, Any], prefix: str = "") -> list[str]:
             out.append(prefix + k)
         out += selectors(v, f"{prefix}{k}.")
     return out
+
+
+def _rl_seed(r: dict[str, Any], res: dict[str, Any]) -> int:
+    """The RL seed a per-run result was trained with (its own field, else the file's; 0 where neither says)."""
+    v = r.get("rl_seed", res.get("rl_seed"))
+    return int(v) if isinstance(v, int) else 0
 
 
 def _run_steps(r: dict[str, Any]) -> float | None:
@@ -120,12 +135,13 @@ def read_file_arm(arm: Arm, spec: str) -> list[Path]:
     for key, r in node["per_seed"].items():
         if key not in keys:
             raise WmrlError(f"{file}: run key {key!r} is not among its runs {[str(p) for p in runs]}")
+        rl_seed = _rl_seed(r, res)
         if point is not None:
             curve = r.get("curve") or []
             if point >= len(curve):
                 raise WmrlError(f"--arm {arm.label}={spec}: run {key} has {len(curve)} curve points, not @{point}")
             r = curve[point]
-        arm.add(spec, _run_id(keys[key]), r["outcomes"], _run_steps(r))
+        arm.add(spec, _run_id(keys[key]), r["outcomes"], _run_steps(r), rl_seed)
     arm.sources.append(spec)
     return list(keys.values())
 
@@ -156,7 +172,7 @@ def read_stage_arm(arm: Arm, name: str, runs: list[Path]) -> None:
         ev = marker.get("eval", marker)  # a round's eval block, or eval_sft's whole marker
         if "outcomes" not in ev:
             raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run}'s stage {name!r} kept no per-episode outcomes")
-        arm.add(f"{STAGE}{name}", _run_id(run), ev["outcomes"], _run_steps(marker))
+        arm.add(f"{STAGE}{name}", _run_id(run), ev["outcomes"], _run_steps(marker), None)
     arm.sources.append(f"{STAGE}{name}")
 
 
@@ -185,25 +201,31 @@ def parse_arms(specs: list[str]) -> dict[str, Arm]:
 
 
 def arm_summary(arm: Arm) -> dict[str, Any]:
-    """Mean success over the arm's runs (each run's success over all its episodes), per run, and steps."""
+    """Mean success over the arm's runs (each run's success over all its episodes, averaged over its
+    repeats), per run, the repeats (RL seeds) per run, and the mean real env steps."""
     per_run = {}
-    for run, o in arm.outcomes.items():
-        n = sum(len(v) for v in o.values())
-        per_run[run] = sum(v.count("1") for v in o.values()) / n if n else float("nan")
+    for run in arm.outcomes:
+        ep = [x for v in arm.episode_means(run).values() for x in v]
+        per_run[run] = sum(ep) / len(ep) if ep else float("nan")
     out: dict[str, Any] = {
         "sources": arm.sources,
         "success": sum(per_run.values()) / len(per_run),
         "success_per_run": per_run,
+        "rl_seeds_per_run": {run: sorted(o, key=lambda k: -1 if k is None else k) for run, o in arm.outcomes.items()},
     }
     if arm.steps:
-        out["real_env_steps_per_run"] = arm.steps
-        out["real_env_steps_mean"] = sum(arm.steps.values()) / len(arm.steps)
+        steps = {run: sum(s.values()) / len(s) for run, s in arm.steps.items()}
+        out["real_env_steps_per_run"] = steps
+        out["real_env_steps_mean"] = sum(steps.values()) / len(steps)
     return out
 
 
 def pair(a: Arm, b: Arm) -> dict[str, Any]:
-    """``a`` minus ``b`` on the runs both have: paired difference averaged over runs (``diff``, ``se``,
-    ``ci95``, ``diff_per_seed`` as :func:`benchmarks.imagination_lift.mean_paired_lifts`) and the runs."""
+    """``a`` minus ``b`` on the runs both have. Per run, each evaluation episode's success is first averaged
+    over the arm's repeats (RL seeds), then paired with the other arm's on the same start; those per-run
+    differences are averaged over runs (``diff``, ``se``, ``ci95``, as
+    :func:`benchmarks.imagination_lift.mean_paired_lifts`: the evaluation's noise only), with
+    ``diff_per_run``."""
     from benchmarks._stats import paired_outcome_difference
     from benchmarks.imagination_lift import mean_paired_lifts
     from wmrl.errors import WmrlError
@@ -213,7 +235,7 @@ def pair(a: Arm, b: Arm) -> dict[str, Any]:
         raise WmrlError(f"--pair {a.label}:{b.label}: the arms share no run (runs {sorted(a.outcomes)} and "
                         f"{sorted(b.outcomes)})")
     try:
-        per_run = [{"d": paired_outcome_difference(a.outcomes[r], b.outcomes[r])} for r in shared]
+        per_run = [{"d": paired_outcome_difference(a.episode_means(r), b.episode_means(r))} for r in shared]
     except ValueError as e:
         raise WmrlError(f"--pair {a.label}:{b.label}: {e}") from None
     out = mean_paired_lifts(per_run)["d"]
@@ -232,13 +254,18 @@ def _arm_pair(flag: str, spec: str, arms: dict[str, Arm]) -> tuple[str, str]:
 
 
 def add_steps_of_start(arm: Arm, start: Arm) -> None:
-    """``arm``'s RL started from ``start``'s policies: each run's real env steps gain ``start``'s."""
+    """``arm``'s RL started from ``start``'s policies: each run's (and RL seed's) real env steps gain those
+    of ``start`` for the same run and RL seed, or of its only repeat on that run."""
     from wmrl.errors import WmrlError
 
-    missing = [r for r in arm.steps if r not in start.steps]
-    if missing:
-        raise WmrlError(f"--after {arm.label}:{start.label}: {start.label} reports no real env steps for runs {missing}")
-    arm.steps = {r: s + start.steps[r] for r, s in arm.steps.items()}
+    for run, by_seed in arm.steps.items():
+        theirs = start.steps.get(run, {})
+        for k in by_seed:
+            got = theirs.get(k, next(iter(theirs.values())) if len(theirs) == 1 else None)
+            if got is None:
+                raise WmrlError(f"--after {arm.label}:{start.label}: {start.label} reports no real env steps for "
+                                f"run {run} with RL seed {k}")
+            by_seed[k] += got
     arm.sources.append(f"after {start.label}")
 
 

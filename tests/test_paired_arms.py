@@ -20,9 +20,10 @@ def _run(root: Path, name: str, sft: dict[str, str]) -> Path:
     return run
 
 
-def _result(path: Path, runs: list[Path], per_run: list[dict], key: str = "variants") -> Path:
+def _result(path: Path, runs: list[Path], per_run: list[dict], key: str = "variants", rl_seed: int = 0) -> Path:
     per_seed = {r.name: v for r, v in zip(runs, per_run, strict=True)}
-    path.write_text(json.dumps({key: {"default": {"per_seed": per_seed, "lift": 0.0}}, "runs": [str(r) for r in runs]}))
+    path.write_text(json.dumps({key: {"default": {"per_seed": per_seed, "lift": 0.0}}, "runs": [str(r) for r in runs],
+                                "rl_seed": rl_seed}))
     return path
 
 
@@ -40,7 +41,10 @@ def three_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pat
                                                             "real_env_steps": 120}])
     world = _result(tmp_path / "world.json", runs, [{"outcomes": {"a": "0000", "b": "0011"}, "real_env_steps_used": s}
                                                     for s in (10, 20, 30)], key="worlds")
-    return {"rl": first, "rl2": second, "world": world, "root": tmp_path}
+    repeat = _result(tmp_path / "rl_rlseed1.json", runs[:2], [{"outcomes": {"a": "1100", "b": "0011"}, "real_env_steps": 1},
+                                                              {"outcomes": {"a": "0000", "b": "0011"}, "real_env_steps": 3}],
+                     rl_seed=1)
+    return {"rl": first, "rl2": second, "world": world, "repeat": repeat, "root": tmp_path}
 
 
 def test_pairs_join_files_and_match_the_per_episode_difference(three_runs: dict[str, Path], capsys) -> None:
@@ -69,6 +73,28 @@ def test_pairs_join_files_and_match_the_per_episode_difference(three_runs: dict[
     assert "real_env_steps_per_run" not in res["arms"]["sft"]
     assert res["arms"]["sft"]["success"] == pytest.approx(0.25)
     assert "rl - sft: +0.250" in capsys.readouterr().out
+
+
+def test_rl_seed_repeats_are_averaged_episode_by_episode(three_runs: dict[str, Path], capsys) -> None:
+    out = three_runs["root"] / "pairs.json"
+    rl, repeat = three_runs["rl"], three_runs["repeat"]
+    assert paired_arms.main(["--arm", f"rl={rl}", "--arm", f"rl={repeat}", "--arm", f"one={repeat}",
+                             "--arm", f"world={three_runs['world']}", "--after", "rl:world", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["arms"]["rl"]["rl_seeds_per_run"] == {"seed_0": [0, 1], "seed_1": [0, 1]}
+    # seed_0: RL seed 0 1000/0011, RL seed 1 1100/0011 -> episode means a = [1, .5, 0, 0] against SFT 0000/0011
+    d0 = paired_outcome_difference({"a": [1, 0.5, 0, 0], "b": [0, 0, 1, 1]}, {"a": "0000", "b": "0011"})
+    d1 = paired_outcome_difference({"a": [0, 0, 0, 0], "b": [0, 0, 0.5, 1]}, {"a": "0000", "b": "0011"})
+    got = res["pairs"]["rl - sft"]
+    assert got["diff_per_run"] == {"seed_0": pytest.approx(d0["diff"]), "seed_1": pytest.approx(d1["diff"])}
+    assert got["se"] == pytest.approx(math.sqrt(d0["se"] ** 2 + d1["se"] ** 2) / 2)
+    assert res["arms"]["rl"]["success_per_run"]["seed_0"] == pytest.approx((0.375 + 0.5) / 2)
+    # --after matches RL seeds run by run: the world (one repeat per run) adds its steps to both
+    assert res["arms"]["rl"]["real_env_steps_per_run"] == {"seed_0": pytest.approx((110 + 11) / 2),
+                                                           "seed_1": pytest.approx((130 + 23) / 2)}
+    assert res["pairs"]["one - sft"]["diff_per_run"] == {"seed_0": 0.25, "seed_1": 0.0}
+    assert paired_arms.main(["--arm", f"rl={repeat}", "--arm", f"rl={repeat}"]) == 2
+    assert "with RL seed 1 comes twice" in capsys.readouterr().err
 
 
 def test_bad_arms_are_one_line_errors(three_runs: dict[str, Path], capsys) -> None:
