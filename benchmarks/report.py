@@ -224,6 +224,11 @@ def _paired(x: dict | None) -> str:
     return "not run" if not x else f"{x['diff']:+.3f} [{x['ci95'][0]:+.3f}, {x['ci95'][1]:+.3f}]"
 
 
+def _pairs(d: dict, names: list[str]) -> str:
+    """``a - b +0.012 [-0.020, +0.040]; ...`` of a paired_arms.json's pairs ``names``."""
+    return "; ".join(f"{n} {_paired(d['pairs'].get(n))}" for n in names)
+
+
 def _coevolution_variant(d: dict, name: str) -> str:
     """``rounds 1 / 2 vs the default's: +0.021 [...] / +0.017 [...]`` of an imagination_lift.json
     co-evolution variant, or ``not run``."""
@@ -1021,6 +1026,31 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(--init-policy; about 300k real steps in all): real success SFT -> after; lift over SFT paired",
      lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
      f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
+    ("state_model_rl_branch24_s56_seed2.json", "same branched world on seed 2 of the same runs (session 56): real "
+     "success SFT -> after; real env steps used; lift over SFT paired",
+     lambda d: f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}", ""),
+    ("real_rl_s56_seed2.json", "real GRPO from SFT on seed 2: real success SFT -> at 150k / 300k; lift over SFT "
+     "paired at 150k / 300k", lambda d: f"{_curve(d)}; " + " / ".join(
+         _paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"]), ""),
+    ("real_rl_after_state_model_s56_seed2.json", "real GRPO 150k from the branched world's policy on seed 2: real "
+     "success SFT -> after; lift over SFT paired",
+     lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
+     f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
+    ("state_model_rl_branch24_s56_rlseed1.json", "same branched world, --rl-seed 1, seeds 0-2: real success SFT -> "
+     "after; real env steps used; lift over SFT paired",
+     lambda d: f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}", ""),
+    ("real_rl_s56_rlseed1.json", "real GRPO from SFT, --rl-seed 1, seeds 0-2: real success SFT -> at 150k / 300k; "
+     "lift over SFT paired at 150k / 300k", lambda d: f"{_curve(d)}; " + " / ".join(
+         _paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"]), ""),
+    ("real_rl_after_state_model_s56_rlseed1.json", "real GRPO 150k from the branched world's policy, --rl-seed 1, "
+     "seeds 0-2: real success SFT -> after; lift over SFT paired",
+     lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
+     f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
+    ("paired_main_protocol_s56.json", "the main-protocol trio on the s55 runs, 3 seeds x 2 RL seeds, paired start by "
+     "start (benchmarks.paired_arms; sm: branched world, 147k real steps; real150 / real300: real GRPO; hybrid: "
+     "sm then real GRPO 150k): differences [95% CI]",
+     lambda d: _pairs(d, ["sm - sft", "real150 - sft", "real300 - sft", "hybrid - sft", "sm - real150",
+                          "hybrid - real300"]), ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores (code of "
      "2026-11-25; SFT after the world model): wall time of all stages (s)", "wall_time_s", "<= 1800"),
     ("device_h200/main_job_a_results.json", "default main job with device=cuda on one H200 + 16 cores (SFT in a "
