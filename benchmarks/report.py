@@ -229,6 +229,22 @@ def _pairs(d: dict, names: list[str]) -> str:
     return "; ".join(f"{n} {_paired(d['pairs'].get(n))}" for n in names)
 
 
+def _smrl_paired(d: dict) -> str:
+    """``SFT -> after; real steps; paired lift [CI]`` of a state_model_rl.json's state-model world."""
+    return f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}"
+
+
+def _curve_paired(d: dict) -> str:
+    """``SFT -> each budget's success; each budget's paired lift [CI]`` of a real_rl.json default variant."""
+    return f"{_curve(d)}; " + " / ".join(_paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"])
+
+
+def _rl_paired(d: dict) -> str:
+    """``SFT -> after; paired lift [CI]`` of a real_rl.json default variant."""
+    v = d["variants"]["default"]
+    return f"{_fmt(v['sft_success'])} -> {_fmt(v['rl_success'])}; {_paired(v.get('lift_vs_sft'))}"
+
+
 def _coevolution_variant(d: dict, name: str) -> str:
     """``rounds 1 / 2 vs the default's: +0.021 [...] / +0.017 [...]`` of an imagination_lift.json
     co-evolution variant, or ``not run``."""
@@ -1018,34 +1034,28 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("state_model_rl_branch24_s55.json", "the branched ensemble world (--real-steps 24, 100 iterations) on today's "
      "main-job runs (runs/s55/lift seeds 0 and 1, 2 x 600 episodes): real success SFT -> after; real env steps used per "
      "seed; lift over SFT paired episode by episode [95% CI]",
-     lambda d: f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}", ""),
+     _smrl_paired, ""),
     ("real_rl_s55.json", "real GRPO from SFT on the same runs: real success SFT -> at 150k / 300k real steps; lift "
-     "over SFT paired at 150k / 300k", lambda d: f"{_curve(d)}; " + " / ".join(
-         _paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"]), ""),
+     "over SFT paired at 150k / 300k", _curve_paired, ""),
     ("real_rl_after_state_model_s55.json", "real GRPO for 150k real steps from the branched world's policy "
      "(--init-policy; about 300k real steps in all): real success SFT -> after; lift over SFT paired",
-     lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
-     f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
+     _rl_paired, ""),
     ("state_model_rl_branch24_s56_seed2.json", "same branched world on seed 2 of the same runs (session 56): real "
      "success SFT -> after; real env steps used; lift over SFT paired",
-     lambda d: f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}", ""),
+     _smrl_paired, ""),
     ("real_rl_s56_seed2.json", "real GRPO from SFT on seed 2: real success SFT -> at 150k / 300k; lift over SFT "
-     "paired at 150k / 300k", lambda d: f"{_curve(d)}; " + " / ".join(
-         _paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"]), ""),
+     "paired at 150k / 300k", _curve_paired, ""),
     ("real_rl_after_state_model_s56_seed2.json", "real GRPO 150k from the branched world's policy on seed 2: real "
      "success SFT -> after; lift over SFT paired",
-     lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
-     f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
+     _rl_paired, ""),
     ("state_model_rl_branch24_s56_rlseed1.json", "same branched world, --rl-seed 1, seeds 0-2: real success SFT -> "
      "after; real env steps used; lift over SFT paired",
-     lambda d: f"{_smrl(d, 'steps')}; {_paired(d['worlds']['state_model'].get('lift_vs_sft'))}", ""),
+     _smrl_paired, ""),
     ("real_rl_s56_rlseed1.json", "real GRPO from SFT, --rl-seed 1, seeds 0-2: real success SFT -> at 150k / 300k; "
-     "lift over SFT paired at 150k / 300k", lambda d: f"{_curve(d)}; " + " / ".join(
-         _paired(c.get("lift_vs_sft")) for c in d["variants"]["default"]["curve"]), ""),
+     "lift over SFT paired at 150k / 300k", _curve_paired, ""),
     ("real_rl_after_state_model_s56_rlseed1.json", "real GRPO 150k from the branched world's policy, --rl-seed 1, "
      "seeds 0-2: real success SFT -> after; lift over SFT paired",
-     lambda d: f"{_fmt(d['variants']['default']['sft_success'])} -> {_fmt(d['variants']['default']['rl_success'])}; "
-     f"{_paired(d['variants']['default'].get('lift_vs_sft'))}", ""),
+     _rl_paired, ""),
     ("paired_main_protocol_s56.json", "the main-protocol trio on the s55 runs, 3 seeds x 2 RL seeds, paired start by "
      "start (benchmarks.paired_arms; sm: branched world, 147k real steps; real150 / real300: real GRPO; hybrid: "
      "sm then real GRPO 150k): differences [95% CI]",
