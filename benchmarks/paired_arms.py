@@ -11,7 +11,9 @@ the paired difference is far tighter than two separate intervals. An arm is
   ``per_seed`` map, e.g. ``variants.default`` or ``worlds.state_model``; may be left out where the file
   holds one), ``@I`` for learning-curve point ``I``; the file's ``runs`` name the run folders;
 - ``stage:NAME``: each run folder's own evaluation at stage ``NAME`` (``eval_sft``, ``round_0``,
-  ``real_rl``, ...; ``sft`` is built in as ``stage:eval_sft``), for the runs the other arms use.
+  ``real_rl``, ...; ``sft`` is built in as ``stage:eval_sft``; ``ablation_kir_off/round_0`` reads the
+  sub-run an ablation keeps in the run folder, evaluated on the same starts), for the runs given with
+  ``--runs`` and those the other arms use.
 
 A label given several times joins its sources' runs (e.g. seeds 0-1 from one file, seed 2 from another);
 a run met again with another RL seed (the results' ``rl_seed``, e.g. ``benchmarks.real_rl --rl-seed 1``) is a
@@ -162,13 +164,15 @@ def read_stage_arm(arm: Arm, name: str, runs: list[Path]) -> None:
     from wmrl.errors import WmrlError
 
     if not runs:
-        raise WmrlError(f"--arm {arm.label}={STAGE}{name}: no run folders to read it from; give a result file arm too")
+        raise WmrlError(f"--arm {arm.label}={STAGE}{name}: no run folders to read it from; give --runs or a result "
+                        "file arm too")
+    sub, _, leaf = name.rpartition("/")  # e.g. ablation_kir_off/round_0: a run's sub-run, on the same starts
     for run in runs:
         try:
-            marker = stage(run, name)
+            marker = stage(run / sub, leaf)
         except FileNotFoundError:
             raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run} has no finished stage {name!r} "
-                            f"(expected {run}/stages/{name}.json)") from None
+                            f"(expected {run / sub}/stages/{leaf}.json)") from None
         ev = marker.get("eval", marker)  # a round's eval block, or eval_sft's whole marker
         if "outcomes" not in ev:
             raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run}'s stage {name!r} kept no per-episode outcomes")
@@ -176,8 +180,9 @@ def read_stage_arm(arm: Arm, name: str, runs: list[Path]) -> None:
     arm.sources.append(f"{STAGE}{name}")
 
 
-def parse_arms(specs: list[str]) -> dict[str, Arm]:
-    """``LABEL=SOURCE`` specs -> arms by label (``sft`` = ``stage:eval_sft`` is always there)."""
+def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[str, Arm]:
+    """``LABEL=SOURCE`` specs -> arms by label (``sft`` = ``stage:eval_sft`` is always there). ``stage:`` arms
+    are read from ``runs_given`` and every run folder the result files name."""
     from wmrl.errors import WmrlError
 
     parsed = []
@@ -189,7 +194,7 @@ def parse_arms(specs: list[str]) -> dict[str, Arm]:
     if not any(label == "sft" for label, _ in parsed):
         parsed.append(("sft", STAGE + "eval_sft"))
     arms: dict[str, Arm] = {}
-    runs: dict[str, Path] = {}
+    runs: dict[str, Path] = {_run_id(r): r for r in runs_given or []}
     for label, src in parsed:
         if not src.startswith(STAGE):
             for r in read_file_arm(arms.setdefault(label, Arm(label)), src):
@@ -273,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--arm", action="append", default=[], metavar="LABEL=SOURCE",
                    help="FILE.json[:SELECTOR][@I] or stage:NAME; repeat a label to join runs from several files")
+    p.add_argument("--runs", nargs="+", type=Path, default=None, metavar="RUN",
+                   help="wmrl run folders whose own stages the stage: arms read (beside those the result files name)")
     p.add_argument("--pair", action="append", default=[], metavar="A:B",
                    help="A minus B, paired (default: every arm against sft)")
     p.add_argument("--after", action="append", default=[], metavar="A:B",
@@ -293,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {s}")
             return 0
         if not a.arm:
-            raise WmrlError("no --arm given; expected at least one LABEL=FILE.json[:SELECTOR][@I]")
-        arms = parse_arms(a.arm)
+            raise WmrlError("no --arm given; expected at least one LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
+        arms = parse_arms(a.arm, a.runs)
         pairs = [_arm_pair("--pair", q, arms) for q in a.pair] or [(k, "sft") for k in arms if k != "sft"]
         for q in a.after:
             add_steps_of_start(*(arms[x] for x in _arm_pair("--after", q, arms)))

@@ -120,3 +120,21 @@ def test_bad_arms_are_one_line_errors(three_runs: dict[str, Path], capsys) -> No
     (three_runs["root"] / "broken.json").write_text("{")
     assert paired_arms.main([f"--arm=rl={three_runs['root'] / 'broken.json'}"]) == 2
     assert "not a JSON result" in capsys.readouterr().err
+
+
+def test_stage_arms_from_given_runs_and_an_ablations_sub_run(three_runs: dict[str, Path], capsys) -> None:
+    root = three_runs["root"]
+    runs = [root / f"seed_{s}" for s in range(3)]
+    for i, run in enumerate(runs):  # the ablation kept inside each run folder, evaluated on the same starts
+        (run / "ablation_x" / "stages").mkdir(parents=True)
+        (run / "ablation_x" / "stages" / "round_0.json").write_text(
+            json.dumps({"eval": {"outcomes": {"a": "1000" if i == 0 else "0000", "b": "0011"}}}))
+    out = root / "pairs.json"
+    assert paired_arms.main(["--runs", *map(str, runs), "--arm", "x=stage:ablation_x/round_0",
+                             "--arm", "r0=stage:round_0", "--pair", "x:r0", "--out", str(out)]) == 0
+    got = json.loads(out.read_text())["pairs"]["x - r0"]
+    assert got["diff_per_run"] == {"seed_0": 0.125, "seed_1": 0.0, "seed_2": 0.0}
+    assert paired_arms.main(["--arm", "x=stage:round_0"]) == 2  # no run folders to read it from
+    assert "give --runs" in capsys.readouterr().err
+    assert paired_arms.main(["--runs", str(runs[0]), "--arm", "x=stage:ablation_y/round_0"]) == 2
+    assert "ablation_y/stages/round_0.json" in capsys.readouterr().err
