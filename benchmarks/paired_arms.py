@@ -55,7 +55,12 @@ class Arm:
         if rl_seed in self.outcomes.get(run, {}):
             raise WmrlError(f"--arm {self.label}: run {run} with RL seed {rl_seed} comes twice (again from "
                             f"{source}); expected each run once per label and RL seed")
-        self.outcomes.setdefault(run, {})[rl_seed] = {t: "".join(str(int(x)) for x in o) for t, o in outcomes.items()}
+        new = {t: "".join(str(int(x)) for x in o) for t, o in outcomes.items()}
+        for other in self.outcomes.get(run, {}).values():
+            if {t: len(o) for t, o in other.items()} != {t: len(o) for t, o in new.items()}:
+                raise WmrlError(f"--arm {self.label}: run {run} from {source} has other tasks or episode counts than "
+                                "the same run's other repeat; expected repeats scored on the same evaluation starts")
+        self.outcomes.setdefault(run, {})[rl_seed] = new
         if steps is not None:
             self.steps.setdefault(run, {})[rl_seed] = float(steps)
 

@@ -95,6 +95,10 @@ def test_rl_seed_repeats_are_averaged_episode_by_episode(three_runs: dict[str, P
     assert res["pairs"]["one - sft"]["diff_per_run"] == {"seed_0": 0.25, "seed_1": 0.0}
     assert paired_arms.main(["--arm", f"rl={repeat}", "--arm", f"rl={repeat}"]) == 2
     assert "with RL seed 1 comes twice" in capsys.readouterr().err
+    short = _result(three_runs["root"] / "short.json", [three_runs["root"] / "seed_0"],
+                    [{"outcomes": {"a": "11", "b": "00"}}], rl_seed=2)
+    assert paired_arms.main(["--arm", f"rl={rl}", "--arm", f"rl={short}"]) == 2
+    assert "other tasks or episode counts" in capsys.readouterr().err
 
 
 def test_bad_arms_are_one_line_errors(three_runs: dict[str, Path], capsys) -> None:
