@@ -1061,6 +1061,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "sm then real GRPO 150k): differences [95% CI]",
      lambda d: _pairs(d, ["sm - sft", "real150 - sft", "real300 - sft", "hybrid - sft", "sm - real150",
                           "hybrid - real300"]), ""),
+    ("state_model_rl_branch12_s56_rlseed0.json", "the branched world with half the real prefix (--real-steps 12), "
+     "seeds 0-2 of the s55 runs, RL seed 0: real success SFT -> after; real env steps used; lift over SFT paired",
+     _smrl_paired, ""),
+    ("state_model_rl_branch12_s56_rlseed1.json", "same, --rl-seed 1", _smrl_paired, ""),
+    ("real_rl_75k_s56_rlseed0.json", "real GRPO from SFT at the matched budget (75k), seeds 0-2, RL seed 0: real "
+     "success SFT -> after; lift over SFT paired", _rl_paired, ""),
+    ("real_rl_75k_s56_rlseed1.json", "same, --rl-seed 1", _rl_paired, ""),
+    ("paired_half_prefix_s56.json", "half the real prefix against real GRPO, 3 seeds x 2 RL seeds, paired start by "
+     "start (sm12: --real-steps 12, 77k real steps; real75: real GRPO at 72k; sm24: 147k): differences [95% CI]",
+     lambda d: _pairs(d, ["sm12 - sft", "real75 - sft", "sm12 - real75", "sm12 - sm24"]), ""),
     ("device_h100/main_job_results.json", "default main job with device=cuda on one H100 + 16 cores (code of "
      "2026-11-25; SFT after the world model): wall time of all stages (s)", "wall_time_s", "<= 1800"),
     ("device_h200/main_job_a_results.json", "default main job with device=cuda on one H200 + 16 cores (SFT in a "
