@@ -10,10 +10,18 @@ the paired difference is far tighter than two separate intervals. An arm is
 - ``FILE.json[:SELECTOR][@I]``: the per-run results under ``SELECTOR`` (a dotted path to an object with a
   ``per_seed`` map, e.g. ``variants.default`` or ``worlds.state_model``; may be left out where the file
   holds one), ``@I`` for learning-curve point ``I``; the file's ``runs`` name the run folders;
+- ``FILE.json:pool.NAME`` / ``FILE.json:held_out.NAME``: policy ``NAME`` of a ``benchmarks.fixed_starts``
+  result (``sft``, ``real_pool``, ``sm_branch``, ``sm_warm_5``, ...), on its pool or on the run's held-out
+  evaluation starts. An RL seed draws its own pool, so on the pool each run and RL seed is a unit of its own
+  (``RUN#pool_rlseedS``), never a repeat; the files' SFT on their pools is the arm ``sft_pool``, which pool
+  arms are paired with by default;
 - ``stage:NAME``: each run folder's own evaluation at stage ``NAME`` (``eval_sft``, ``round_0``,
-  ``real_rl``, ...; ``sft`` is built in as ``stage:eval_sft``; ``ablation_kir_off/round_0`` reads the
-  sub-run an ablation keeps in the run folder, evaluated on the same starts), for the runs given with
-  ``--runs`` and those the other arms use.
+  ``real_rl``, ...; ``ablation_kir_off/round_0`` reads the sub-run an ablation keeps in the run folder,
+  evaluated on the same starts), for the runs given with ``--runs`` and those the other result files name
+  (a fixed_starts file names none: its run folders may be gone).
+
+``sft`` is built in unless given: ``stage:eval_sft`` of those run folders, and the fixed_starts files'
+``held_out.sft``.
 
 A label given several times joins its sources' runs (e.g. seeds 0-1 from one file, seed 2 from another);
 a run met again with another RL seed (the results' ``rl_seed``, e.g. ``benchmarks.real_rl --rl-seed 1``) is a
@@ -36,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 STAGE = "stage:"
+SFT_POOL = "sft_pool"  # the implicit arm of the fixed_starts files' SFT on their pools
 
 
 @dataclass
@@ -88,6 +97,12 @@ def selectors(res: dict[str, Any], prefix: str = "") -> list[str]:
     >>> selectors({"variants": {"a": {"per_seed": {"seed_0": {"outcomes": {}}}}}, "runs": []})
     ['variants.a']
     """
+    if _is_fixed_starts(res):
+        per_run = list(res["runs"].values())
+        pool = [n for n in per_run[0]["pool_outcomes"] if all(n in r["pool_outcomes"] for r in per_run)]
+        held = [n for n in per_run[0].get("held_out") or {}
+                if all((r.get("held_out") or {}).get(n, {}).get("outcomes") for r in per_run)]
+        return [f"{prefix}pool.{n}" for n in pool] + [f"{prefix}held_out.{n}" for n in held]
     out = []
     for k, v in res.items():
         if not isinstance(v, dict):
@@ -97,6 +112,38 @@ def selectors(res: dict[str, Any], prefix: str = "") -> list[str]:
             out.append(prefix + k)
         out += selectors(v, f"{prefix}{k}.")
     return out
+
+
+def _is_fixed_starts(res: dict[str, Any]) -> bool:
+    """A ``benchmarks.fixed_starts`` result: ``runs`` maps run keys to per-run results with ``pool_outcomes``."""
+    runs = res.get("runs")
+    return isinstance(runs, dict) and bool(runs) and all(
+        isinstance(r, dict) and "pool_outcomes" in r for r in runs.values())
+
+
+def _pool_by_task(task_ids: list[str], outcomes: str) -> dict[str, str]:
+    """A fixed_starts pool's outcome string (one character per start, in pool order) -> task -> outcomes."""
+    out: dict[str, str] = {}
+    for t, o in zip(task_ids, outcomes, strict=True):
+        out[t] = out.get(t, "") + o
+    return out
+
+
+def read_fixed_starts_arm(arm: Arm, spec: str, res: dict[str, Any], sel: str) -> list[Path]:
+    """Adds policy ``NAME`` of a fixed_starts result (``sel`` = ``pool.NAME`` or ``held_out.NAME``) to ``arm``;
+    returns no run folders (the result carries its own SFT; its run folders may be gone)."""
+    field, _, name = sel.partition(".")
+    for r in res["runs"].values():
+        run, rl_seed = Path(r["run"]), _rl_seed(r, res)
+        steps = (r.get("real_env_steps") or {}).get(name)
+        steps = float(steps) if isinstance(steps, (int, float)) else None
+        if field == "pool":
+            arm.add(spec, f"{_run_id(run)}#pool_rlseed{rl_seed}",
+                    _pool_by_task(r["pool_task_ids"], r["pool_outcomes"][name]), steps, rl_seed)
+        else:
+            arm.add(spec, _run_id(run), r["held_out"][name]["outcomes"], steps, rl_seed)
+    arm.sources.append(spec)
+    return []  # its run folders may be gone; stage: arms read those given with --runs
 
 
 def _rl_seed(r: dict[str, Any], res: dict[str, Any]) -> int:
@@ -134,6 +181,11 @@ def read_file_arm(arm: Arm, spec: str) -> list[Path]:
         sel = offered[0]
     if sel not in offered:
         raise WmrlError(f"--arm {arm.label}={spec}: no arm {sel!r} in {file}; expected one of {offered}")
+    if _is_fixed_starts(res):
+        if point is not None:
+            raise WmrlError(f"--arm {arm.label}={spec}: a fixed_starts result has no learning-curve points; "
+                            "name a round's policy instead (e.g. pool.sm_warm_3)")
+        return read_fixed_starts_arm(arm, spec, res, sel)
     node: Any = res
     for part in sel.split("."):
         node = node[part]
@@ -186,8 +238,9 @@ def read_stage_arm(arm: Arm, name: str, runs: list[Path]) -> None:
 
 
 def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[str, Arm]:
-    """``LABEL=SOURCE`` specs -> arms by label (``sft`` = ``stage:eval_sft`` is always there). ``stage:`` arms
-    are read from ``runs_given`` and every run folder the result files name."""
+    """``LABEL=SOURCE`` specs -> arms by label. ``stage:`` arms are read from ``runs_given`` and every run folder
+    the (non-fixed_starts) result files name. Unless given, ``sft`` is always there: ``stage:eval_sft`` of those
+    run folders, and the ``pool.sft`` / ``held_out.sft`` of every fixed_starts file among the arms."""
     from wmrl.errors import WmrlError
 
     parsed = []
@@ -196,18 +249,52 @@ def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[s
         if not eq or not label or not src or ":" in label:
             raise WmrlError(f"--arm {s!r}: expected LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
         parsed.append((label, src))
-    if not any(label == "sft" for label, _ in parsed):
-        parsed.append(("sft", STAGE + "eval_sft"))
+    implicit_sft = not any(label == "sft" for label, _ in parsed)
     arms: dict[str, Arm] = {}
     runs: dict[str, Path] = {_run_id(r): r for r in runs_given or []}
+    fixed_files: list[str] = []
     for label, src in parsed:
         if not src.startswith(STAGE):
             for r in read_file_arm(arms.setdefault(label, Arm(label)), src):
                 runs.setdefault(_run_id(r), r)
+            file = _file_of(src)
+            if _is_fixed_starts(_load(Path(file))):
+                fixed_files.append(file)
+    if implicit_sft:
+        sft = arms.setdefault("sft", Arm("sft"))
+        for file in dict.fromkeys(fixed_files):
+            offered = selectors(_load(Path(file)))
+            for label, sel in (("sft", "held_out.sft"), (SFT_POOL, "pool.sft")):
+                if sel in offered:
+                    one = Arm(label)
+                    read_file_arm(one, f"{file}:{sel}")
+                    _merge_new_units(arms.setdefault(label, Arm(label)), one)
+        if runs:
+            one = Arm("sft")
+            read_stage_arm(one, "eval_sft", list(runs.values()))
+            _merge_new_units(sft, one)
+        if not sft.outcomes:
+            del arms["sft"]
     for label, src in parsed:
         if src.startswith(STAGE):
             read_stage_arm(arms.setdefault(label, Arm(label)), src[len(STAGE):], list(runs.values()))
     return arms
+
+
+def _file_of(spec: str) -> str:
+    """The result file of a ``FILE.json[:SELECTOR][@I]`` spec."""
+    file = spec.partition(".json:")[0]
+    file = file.rsplit("@", 1)[0] if file.rsplit("@", 1)[-1].isdigit() else file
+    return file if file.endswith(".json") else file + ".json"
+
+
+def _merge_new_units(dst: Arm, src: Arm) -> None:
+    """Adds to ``dst`` the (run, RL seed) units of ``src`` it does not hold yet (the same SFT met in several files)."""
+    for run, by_seed in src.outcomes.items():
+        for rl_seed, outcomes in by_seed.items():
+            if rl_seed not in dst.outcomes.get(run, {}):
+                dst.add(src.sources[-1], run, outcomes, src.steps.get(run, {}).get(rl_seed), rl_seed)
+    dst.sources += [x for x in src.sources if x not in dst.sources]
 
 
 def arm_summary(arm: Arm) -> dict[str, Any]:
@@ -251,6 +338,22 @@ def pair(a: Arm, b: Arm) -> dict[str, Any]:
     out = mean_paired_lifts(per_run)["d"]
     out["diff_per_run"] = dict(zip(shared, out.pop("diff_per_seed"), strict=True))
     out["episodes_per_run"] = per_run[0]["d"]["episodes"]
+    return out
+
+
+def default_pairs(arms: dict[str, Arm]) -> list[tuple[str, str]]:
+    """Each arm against SFT on the units they share: ``sft`` (evaluation starts), else ``sft_pool`` (a
+    fixed_starts pool)."""
+    from wmrl.errors import WmrlError
+
+    out = []
+    for k, v in arms.items():
+        if k in ("sft", SFT_POOL):
+            continue
+        base = next((b for b in ("sft", SFT_POOL) if b in arms and set(v.outcomes) & set(arms[b].outcomes)), None)
+        if base is None:
+            raise WmrlError(f"--arm {k}: it shares no run with an SFT arm (arms {sorted(arms)}); pair it with --pair")
+        out.append((k, base))
     return out
 
 
@@ -300,14 +403,16 @@ def main(argv: list[str] | None = None) -> int:
         if a.list:
             for f in a.list:
                 res = _load(f)
-                print(f"{f}: runs {res.get('runs')}")
+                runs = res.get("runs")
+                print(f"{f}: runs {[r['run'] for r in runs.values()] if _is_fixed_starts(res) else runs}")
                 for s in selectors(res):
                     print(f"  {s}")
             return 0
         if not a.arm:
             raise WmrlError("no --arm given; expected at least one LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
         arms = parse_arms(a.arm, a.runs)
-        pairs = [_arm_pair("--pair", q, arms) for q in a.pair] or [(k, "sft") for k in arms if k != "sft"]
+        # by default every arm against the runs' SFT, where they share runs (a pool arm shares none: --pair it)
+        pairs = [_arm_pair("--pair", q, arms) for q in a.pair] or default_pairs(arms)
         for q in a.after:
             add_steps_of_start(*(arms[x] for x in _arm_pair("--after", q, arms)))
         res = {

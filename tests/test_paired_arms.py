@@ -142,3 +142,53 @@ def test_stage_arms_from_given_runs_and_an_ablations_sub_run(three_runs: dict[st
     assert "give --runs" in capsys.readouterr().err
     assert paired_arms.main(["--runs", str(runs[0]), "--arm", "x=stage:ablation_y/round_0"]) == 2
     assert "ablation_y/stages/round_0.json" in capsys.readouterr().err
+
+
+def _fixed_starts_result(path: Path, runs: list[str], rl_seed: int, pool: dict[str, list[str]],
+                         held: dict[str, list[dict[str, str]]], steps: dict[str, float]) -> Path:
+    """A benchmarks.fixed_starts result: per run, its pool (tasks a, b, a, b) outcomes and held-out outcomes."""
+    per_run = {Path(r).name: {"run": r, "rl_seed": rl_seed, "pool_task_ids": ["a", "b", "a", "b"],
+                              "pool_outcomes": {k: v[i] for k, v in pool.items()},
+                              "pool_success": {}, "held_out": {k: {"outcomes": v[i]} for k, v in held.items()},
+                              "real_env_steps": steps}
+               for i, r in enumerate(runs)}
+    path.write_text(json.dumps({"runs": per_run, "rl_seed": rl_seed, "pool_success": {}}))
+    return path
+
+
+def test_fixed_starts_pools_are_units_of_their_own_and_held_out_repeats_average(tmp_path: Path, monkeypatch,
+                                                                                capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    runs = ["gone/seed_0", "gone/seed_1"]  # folders that no longer exist: the files carry their own SFT
+    held_sft = [{"a": "00", "b": "01"}, {"a": "10", "b": "00"}]
+    f0 = _fixed_starts_result(tmp_path / "fs.json", runs, 0,
+                              {"sft": ["0010", "0000"], "sm_warm_2": ["1011", "0100"]},
+                              {"sft": held_sft, "sm_warm_2": [{"a": "11", "b": "01"}, {"a": "10", "b": "00"}]},
+                              {"sm_warm_2": 50.0})
+    f1 = _fixed_starts_result(tmp_path / "fs_rlseed1.json", runs, 1,
+                              {"sft": ["1000", "0001"], "sm_warm_2": ["1000", "0001"]},
+                              {"sft": held_sft, "sm_warm_2": [{"a": "01", "b": "01"}, {"a": "10", "b": "00"}]},
+                              {"sm_warm_2": 70.0})
+    assert paired_arms.main(["--list", str(f0)]) == 0
+    listed = capsys.readouterr().out
+    assert "pool.sm_warm_2" in listed and "held_out.sft" in listed and "gone/seed_0" in listed
+    out = tmp_path / "pairs.json"
+    assert paired_arms.main(["--arm", f"w={f0}:pool.sm_warm_2", "--arm", f"w={f1}:pool.sm_warm_2",
+                             "--arm", f"wh={f0}:held_out.sm_warm_2", "--arm", f"wh={f1}:held_out.sm_warm_2",
+                             "--out", str(out)]) == 0, capsys.readouterr().err
+    res = json.loads(out.read_text())
+    w = res["pairs"]["w - sft_pool"]  # by default against the pools' SFT; four units: 2 runs x 2 RL seeds
+    assert w["diff_per_run"] == {"gone/seed_0#pool_rlseed0": 0.5, "gone/seed_1#pool_rlseed0": 0.25,
+                                 "gone/seed_0#pool_rlseed1": 0.0, "gone/seed_1#pool_rlseed1": 0.0}
+    # pool order a, b, a, b (task a holds starts 0 and 2): seed_0's 1011 against 0010 is +2 of 4 starts
+    assert w["diff"] == pytest.approx((0.5 + 0.25) / 4)
+    # held out: the same evaluation starts, so the two RL seeds are repeats averaged episode by episode
+    wh = res["pairs"]["wh - sft"]
+    d0 = paired_outcome_difference({"a": [0.5, 1], "b": [0, 1]}, held_sft[0])
+    assert wh["diff_per_run"] == {"gone/seed_0": pytest.approx(d0["diff"]), "gone/seed_1": 0.0}
+    assert res["arms"]["wh"]["rl_seeds_per_run"] == {"gone/seed_0": [0, 1], "gone/seed_1": [0, 1]}
+    assert res["arms"]["w"]["real_env_steps_mean"] == pytest.approx(60.0)
+    assert paired_arms.main(["--arm", f"w={f0}:pool.sm_warm_2@0"]) == 2
+    assert "no learning-curve points" in capsys.readouterr().err
+    assert paired_arms.main(["--arm", f"w={f0}:pool.sm_warm_9"]) == 2
+    assert "no arm 'pool.sm_warm_9'" in capsys.readouterr().err
