@@ -175,6 +175,21 @@ def _warm_rounds(d: dict) -> str:
     return " | ".join(_fixed_starts_arm(d, f"sm_warm_{r}") for r in (5, last))
 
 
+def _warm_line(d: dict) -> str:
+    """A fixed_starts run of the fine-tuned line alone (``--lines sm_warm``): on the pool, paired vs SFT (+- s.e.),
+    real GRPO / the branched world / each round of the line; then its last round on the pool / held out, and its
+    real steps (held out only where the run scored it)."""
+    rounds = (d.get("state_model_arm") or {}).get("coevolution_rounds", 0)
+    diff = d.get("pool_vs_sft") or {}
+    arms = ["real_pool", "sm_branch", *(f"sm_warm_{r}" for r in range(1, rounds + 1))]
+    if any(a not in diff for a in arms):
+        return "not run"
+    pool = " / ".join(f"{diff[a]['diff']:+.3f} ({diff[a]['se']:.3f})" for a in arms)
+    if arms[-1] not in (d.get("held_out_vs_sft") or {}):  # --no-held-out
+        return f"pool {pool}"
+    return f"pool {pool}; last round {_fixed_starts_arm(d, arms[-1])}"
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -764,6 +779,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _warm_rounds, ">= +0.30"),
     ("fixed_starts_sm_k12_warm8_rlseed1.json", "same, --rl-seed 1",
      _warm_rounds, ">= +0.30"),
+    ("fixed_starts_s55_k12_warm5.json", "LIBERO's protocol on today's main jobs (runs/s55/lift, 3 seeds, 96 pool "
+     "starts each, RL seed 0): on the pool, paired vs SFT (s.e.), real GRPO 64 it / branched world (12 real steps, "
+     "64 it) / rounds 1-5 of the fine-tuned line (--lines sm_warm --warm-refit 1000); round 5 on the pool / held "
+     "out", _warm_line, ">= +0.30"),
+    ("fixed_starts_s55_k12_warm1_g20.json", "same pools, the ensemble's gate at 2.0 cm instead of 2.5 "
+     "(--max-disagreement 0.020; base arms copied; --no-held-out): real GRPO / branched world / round 1 of the "
+     "fine-tuned line, on the pool", _warm_line, ""),
+    ("paired_pool_s57.json", "the s55 pools paired start by start (benchmarks.paired_arms; w1 / w5: fine-tuned "
+     "line after round 1 / 5; real: real GRPO 64 it; _g20: gate 2.0 cm; H: held out): differences [95% CI]",
+     lambda d: _pairs(d, ["w5 - sft_pool", "w5 - w1", "w5 - real", "sm_g20 - sm", "w1_g20 - w1", "w5H - sft",
+                          "w5H - realH"]), ">= +0.30"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
