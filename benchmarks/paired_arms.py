@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         if not a.arm:
             raise WmrlError("no --arm given; expected at least one LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
         arms = parse_arms(a.arm, a.runs)
-        # by default every arm against the runs' SFT, where they share runs (a pool arm shares none: --pair it)
+        # by default every arm against the SFT it shares runs with: sft (evaluation starts) or sft_pool (a pool)
         pairs = [_arm_pair("--pair", q, arms) for q in a.pair] or default_pairs(arms)
         for q in a.after:
             add_steps_of_start(*(arms[x] for x in _arm_pair("--after", q, arms)))
