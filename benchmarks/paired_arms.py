@@ -129,9 +129,8 @@ def _pool_by_task(task_ids: list[str], outcomes: str) -> dict[str, str]:
     return out
 
 
-def read_fixed_starts_arm(arm: Arm, spec: str, res: dict[str, Any], sel: str) -> list[Path]:
-    """Adds policy ``NAME`` of a fixed_starts result (``sel`` = ``pool.NAME`` or ``held_out.NAME``) to ``arm``;
-    returns no run folders (the result carries its own SFT; its run folders may be gone)."""
+def read_fixed_starts_arm(arm: Arm, spec: str, res: dict[str, Any], sel: str) -> None:
+    """Adds policy ``NAME`` of a fixed_starts result (``sel`` = ``pool.NAME`` or ``held_out.NAME``) to ``arm``."""
     field, _, name = sel.partition(".")
     for r in res["runs"].values():
         run, rl_seed = Path(r["run"]), _rl_seed(r, res)
@@ -143,7 +142,6 @@ def read_fixed_starts_arm(arm: Arm, spec: str, res: dict[str, Any], sel: str) ->
         else:
             arm.add(spec, _run_id(run), r["held_out"][name]["outcomes"], steps, rl_seed)
     arm.sources.append(spec)
-    return []  # its run folders may be gone; stage: arms read those given with --runs
 
 
 def _rl_seed(r: dict[str, Any], res: dict[str, Any]) -> int:
@@ -159,19 +157,27 @@ def _run_steps(r: dict[str, Any]) -> float | None:
     return None
 
 
-def read_file_arm(arm: Arm, spec: str) -> list[Path]:
-    """Adds the runs of ``FILE.json[:SELECTOR][@I]`` to ``arm``; returns the run folders it named."""
+def _split_spec(spec: str) -> tuple[str, str, str | None]:
+    """``FILE.json[:SELECTOR][@I]`` -> (``FILE.json``, ``SELECTOR`` or "", ``I`` as written or None)."""
+    spec_path, point = spec, None
+    if "@" in spec.rsplit(":", 1)[-1]:
+        spec_path, point = spec.rsplit("@", 1)
+    file, _, sel = spec_path.partition(".json:")
+    return (file if file.endswith(".json") else file + ".json"), sel, point
+
+
+def read_file_arm(arm: Arm, spec: str) -> list[Path] | None:
+    """Adds the runs of ``FILE.json[:SELECTOR][@I]`` to ``arm``; returns the run folders it named, or None for a
+    fixed_starts result (it names none: it carries its own SFT, and its run folders may be gone)."""
     from benchmarks._stats import run_keys
     from wmrl.errors import WmrlError
 
-    spec_path, point = spec, None
-    if "@" in spec.rsplit(":", 1)[-1]:
-        spec_path, p = spec.rsplit("@", 1)
+    file, sel, p = _split_spec(spec)
+    point = None
+    if p is not None:
         if not p.isdigit():
             raise WmrlError(f"--arm {arm.label}={spec}: curve point {p!r} is not an index (expected @0, @1, ...)")
         point = int(p)
-    file, _, sel = spec_path.partition(".json:")
-    file = file if file.endswith(".json") else file + ".json"
     res = _load(Path(file))
     offered = selectors(res)
     if not sel:
@@ -185,7 +191,8 @@ def read_file_arm(arm: Arm, spec: str) -> list[Path]:
         if point is not None:
             raise WmrlError(f"--arm {arm.label}={spec}: a fixed_starts result has no learning-curve points; "
                             "name a round's policy instead (e.g. pool.sm_warm_3)")
-        return read_fixed_starts_arm(arm, spec, res, sel)
+        read_fixed_starts_arm(arm, spec, res, sel)
+        return None
     node: Any = res
     for part in sel.split("."):
         node = node[part]
@@ -255,11 +262,11 @@ def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[s
     fixed_files: list[str] = []
     for label, src in parsed:
         if not src.startswith(STAGE):
-            for r in read_file_arm(arms.setdefault(label, Arm(label)), src):
+            folders = read_file_arm(arms.setdefault(label, Arm(label)), src)
+            if folders is None:  # a fixed_starts result: stage: arms read the run folders given with --runs
+                fixed_files.append(_split_spec(src)[0])
+            for r in folders or []:
                 runs.setdefault(_run_id(r), r)
-            file = _file_of(src)
-            if _is_fixed_starts(_load(Path(file))):
-                fixed_files.append(file)
     if implicit_sft:
         sft = arms.setdefault("sft", Arm("sft"))
         for file in dict.fromkeys(fixed_files):
@@ -279,13 +286,6 @@ def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[s
         if src.startswith(STAGE):
             read_stage_arm(arms.setdefault(label, Arm(label)), src[len(STAGE):], list(runs.values()))
     return arms
-
-
-def _file_of(spec: str) -> str:
-    """The result file of a ``FILE.json[:SELECTOR][@I]`` spec."""
-    file = spec.partition(".json:")[0]
-    file = file.rsplit("@", 1)[0] if file.rsplit("@", 1)[-1].isdigit() else file
-    return file if file.endswith(".json") else file + ".json"
 
 
 def _merge_new_units(dst: Arm, src: Arm) -> None:
