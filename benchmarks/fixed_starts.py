@@ -509,6 +509,7 @@ def run_one(
     pixel_world = round_0_world(src, cfg)  # the imagination arms'
     arms: dict[str, Any] = {}
     quick_fit_steps = 0.0
+    dirs: list[Path] = []  # the sm_branch arm's state models (none without that arm)
     for arm in ARMS + ((STATE_MODEL_ARM,) if sm_arm else ()):
         out = work / arm
         t_arm = time.perf_counter()

@@ -519,12 +519,13 @@ def test_coevolution_rollouts_sample_or_take_the_mean_action():
     assert not np.allclose(sampled(obs, instr), sampled(obs, instr))
 
 
-@pytest.mark.slow
-def test_pipeline_quick_runs_and_resumes(tmp_path):
-    """`wmrl run` quick preset end to end on one task, then a resume that skips every stage."""
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """``(run folder, its arguments)`` of a finished `wmrl run` quick preset on one task."""
     from imagination.pipeline import main
 
-    rd = tmp_path / "run"
+    torch.set_num_threads(1)
+    rd = tmp_path_factory.mktemp("quick_run") / "run"
     args = [
         "--config-name",
         "run_quick",
@@ -546,6 +547,15 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
         "success_calibration.persistence_frames=[1,2]",
     ]
     assert main(args) == 0
+    return rd, args
+
+
+@pytest.mark.slow
+def test_pipeline_quick_runs_and_resumes(quick_run):
+    """`wmrl run` quick preset end to end on one task, then a resume that skips every stage."""
+    from imagination.pipeline import main
+
+    rd, args = quick_run
     res = json.loads((rd / "results.json").read_text())
     for k in (
         "sft_success",
@@ -578,6 +588,23 @@ def test_pipeline_quick_runs_and_resumes(tmp_path):
     marker = (rd / "stages" / "round_0.json").read_text()
     assert main(args) == 0  # resume: every stage is skipped, nothing is recomputed
     assert (rd / "stages" / "round_0.json").read_text() == marker
+
+
+@pytest.mark.slow
+def test_fixed_starts_without_state_models_scores_the_pixel_and_real_arms(quick_run, tmp_path):
+    """benchmarks.fixed_starts on a finished run without ``state_models``: the pixel-world arms and real
+    GRPO on the pool only (no sm_branch, no co-evolution), every policy scored on the same pool starts; and
+    a second call returns the written result (resumable)."""
+    from benchmarks.fixed_starts import ARMS, run_one
+
+    rd, _ = quick_run
+    res = run_one(rd, tmp_path / "fs", 4, 1, 1, held_out=False, progress=False)
+    assert res["state_model_arm"] is None and set(res["arms"]) == set(ARMS)
+    assert {"sft", *ARMS} <= set(res["pool_success"]) and res["held_out"] == {}
+    starts = len(res["pool_seeds"])
+    assert starts == res["starts"] == 4 and all(len(v) == starts for v in res["pool_outcomes"].values())
+    assert res["real_env_steps"]["real_pool"] > 0
+    assert run_one(rd, tmp_path / "fs", 4, 1, 1, held_out=False, progress=False) == res
 
 
 @pytest.mark.slow
