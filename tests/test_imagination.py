@@ -524,7 +524,6 @@ def quick_run(tmp_path_factory):
     """``(run folder, its arguments)`` of a finished `wmrl run` quick preset on one task."""
     from imagination.pipeline import main
 
-    torch.set_num_threads(1)
     rd = tmp_path_factory.mktemp("quick_run") / "run"
     args = [
         "--config-name",
@@ -546,7 +545,12 @@ def quick_run(tmp_path_factory):
         "success_calibration.episodes_per_task=2",
         "success_calibration.persistence_frames=[1,2]",
     ]
-    assert main(args) == 0
+    n = torch.get_num_threads()  # module fixtures start before the per-test one-thread fixture
+    torch.set_num_threads(1)
+    try:
+        assert main(args) == 0
+    finally:
+        torch.set_num_threads(n)
     return rd, args
 
 
