@@ -795,13 +795,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _fixed_starts_arm(d, "real_pool"), ""),
     ("fixed_starts_s55_real128.json", "same, real GRPO to 128 iterations: on the pool / held out",
      lambda d: _fixed_starts_arm(d, "real_pool"), ""),
-    ("fixed_starts_s55_k12_warm2_ft3000.json", "same pools, the fine-tuned line with 3,000 fine-tuning steps a round "
-     "instead of 1,000 (--warm-refit 3000; base arms copied; --no-held-out): real GRPO / branched world / rounds 1-2, "
+    ("fixed_starts_s55_k12_warm3_ft3000.json", "same pools, the fine-tuned line with 3,000 fine-tuning steps a round "
+     "instead of 1,000 (--warm-refit 3000; base arms copied; --no-held-out): real GRPO / branched world / rounds 1-3, "
      "on the pool", _warm_line, ""),
     ("paired_pool_s58.json", "the s55 pools paired start by start (benchmarks.paired_arms; real85 / real128: real GRPO "
      "85 / 128 it; w5: fine-tuned line after round 5; _3k: 3,000 fine-tuning steps; H: held out): differences [95% CI]",
      lambda d: _pairs(d, ["real85 - sft_pool", "w5 - real85", "w5 - real128", "w1_3k - w1", "w2_3k - w2",
-                          "real85H - sft", "w5H - real85H"]), "w5 >= real85"),
+                          "w3_3k - w3", "real85H - sft", "w5H - real85H"]), "w5 >= real85"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
