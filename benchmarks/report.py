@@ -108,6 +108,11 @@ def _sm_branch(d: dict) -> str:
     return _fixed_starts_arm(d, "sm_branch")
 
 
+def _real_pool(d: dict) -> str:
+    """The real_pool arm (real GRPO on the pool) of a fixed_starts result (:func:`_fixed_starts_arm`)."""
+    return _fixed_starts_arm(d, "real_pool")
+
+
 def _fixed_starts_both(d: dict) -> str:
     """Every arm of a fixed_starts result on the pool, then held out (:func:`_fixed_starts`)."""
     return f"{_fixed_starts(d)}; {_fixed_starts(d, 'held_out')}"
@@ -695,11 +700,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _fixed_starts_both, ""),
     ("fixed_starts_real25.json", "same pool, real GRPO trained on to 25 iterations (resumed from the 16-iteration "
      "arm; sm_branch's real budget): on the pool / held out (paired vs SFT +- s.e.)",
-     lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+     _real_pool, ""),
     ("fixed_starts_real128.json", "same, real GRPO to 128 iterations (resumed from the 64-iteration arm): on the "
-     "pool / held out", lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+     "pool / held out", _real_pool, ""),
     ("fixed_starts_real256.json", "same, real GRPO to 256 iterations: on the pool / held out",
-     lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+     _real_pool, ""),
     ("fixed_starts_im256_real512.json", "same pool, RL in imagination to 256 iterations and real GRPO to 512 "
      "(resumed): on the pool / held out", _fixed_starts_both, ">= +0.30"),
     ("fixed_starts_sm.json", "same pool, GRPO in the branched state-model world (sm_branch: a bootstrap ensemble of 3 "
@@ -792,9 +797,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
                           "w5H - realH"]), ">= +0.30"),
     ("fixed_starts_s55_real85.json", "same pools, real GRPO trained on to 85 iterations (resumed from the 64-iteration "
      "arm): the fine-tuned line's real budget after round 5; on the pool / held out",
-     lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+     _real_pool, ""),
     ("fixed_starts_s55_real128.json", "same, real GRPO to 128 iterations: on the pool / held out",
-     lambda d: _fixed_starts_arm(d, "real_pool"), ""),
+     _real_pool, ""),
     ("fixed_starts_s55_k12_warm3_ft3000.json", "same pools, the fine-tuned line with 3,000 fine-tuning steps a round "
      "instead of 1,000 (--warm-refit 3000; base arms copied; --no-held-out): real GRPO / branched world / rounds 1-3, "
      "on the pool", _warm_line, ""),
