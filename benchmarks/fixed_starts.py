@@ -6,8 +6,8 @@ Usage::
         [--starts-per-task 8] [--iterations 16] [--real-iterations 16] [--no-held-out] [--rl-seed N] [--jobs 2]
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
          [--train-on all|branch|prefix] [--renderer NAME]
-         [--coevolution-rounds R [--data-control] [--gate-control METRES] [--warm-refit STEPS [--warm-refit-lr LR]]
-          [--lines LINE ...]]]
+         [--coevolution-rounds R [--data-control] [--gate-control METRES]
+          [--warm-refit STEPS [--warm-refit-lr LR] [--warm-refit-failure-weight W]] [--lines LINE ...]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -59,6 +59,8 @@ model, IDM and SFT policy):
   ``sm_warm_r``: each round its previous state models (round 1: the originals) are fine-tuned for ``STEPS``
   steps (``--warm-refit-lr``, cosine) on the demos plus the line's own pool rollouts, as World-VLA-Loop
   fine-tunes its world model on the policy's rollouts; its real env steps count as ``sm_coevo_r``'s.
+  ``--warm-refit-failure-weight W`` draws the line's failed pool rollouts W times as often in those fine-tunes (the
+  issue's "failures weighted up", as the main job's co-evolution does; default 1: as often as the rest).
   ``--lines LINE ...`` runs only some of the lines (e.g. more rounds of ``sm_warm`` alone, resumed from a work
   folder whose other lines stop earlier).
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
@@ -104,6 +106,7 @@ WARM_REFIT_LR = 3e-4  # --warm-refit's default peak learning rate (cosine to 0; 
 QUICK_MEMBERS = ("quick", "quick_b")
 QUICK_GATE_CONTROL = 0.035  # --quick's gate control (metres), the full runs' setting
 QUICK_WARM_REFIT = 30  # --quick's warm refit (steps; its tiny models fit in 150)
+QUICK_FAILURE_WEIGHT = 3.0  # --quick's warm refit up-weights the line's failures (as the main job's co-evolution)
 
 
 def configured_lines(data_control: bool = False, gate_control: bool = False, warm_refit: bool = False) -> tuple[str, ...]:
@@ -418,7 +421,7 @@ def run_one(
     coevolution_rounds: int = 0,
     data_control: bool = False,
     gate_control: float | None = None,
-    warm_refit: tuple[int, float] | None = None,
+    warm_refit: tuple[int, float] | tuple[int, float, float] | None = None,
     only_lines: tuple[str, ...] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -442,10 +445,12 @@ def run_one(
     ``(steps, lr)``: another line each round, ``sm_warm_r``, GRPO on from its own line's policy in that line's
     previous state models (round 1: the originals) fine-tuned for ``steps`` steps from learning rate ``lr`` on the
     demos plus the line's own pool rollouts (:func:`refit_state_models` ``fine_tune``): the same data as
-    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch. ``only_lines``: the co-evolution lines to
+    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch; ``(steps, lr, w)``: the line's failed pool
+    rollouts drawn ``w`` times as often (``episode_weights``; 1: as often as the rest). ``only_lines``: the co-evolution lines to
     run (names from ``sm_coevo``, ``sm_more`` and the configured controls' ``sm_demos``, ``sm_gate``, ``sm_warm``;
     None: all of them), e.g. more rounds of one line from a work folder whose other lines stop earlier."""
     import envs
+    from imagination.coevolution import failure_weights
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
     from wmrl.data import load_trajectories
@@ -453,6 +458,7 @@ def run_one(
     from wmrl.io import atomic_write_json
 
     t0 = time.perf_counter()
+    failure_weight = float(warm_refit[2]) if warm_refit is not None and len(warm_refit) > 2 else 1.0
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
     starts = starts_per_task * len(tasks)
@@ -467,7 +473,9 @@ def run_one(
                   **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {}),
                   **({"data_control": True} if data_control else {}),
                   **({"gate_control": float(gate_control)} if gate_control is not None else {}),
-                  **({"warm_refit": {"steps": int(warm_refit[0]), "lr": float(warm_refit[1])}} if warm_refit else {}),
+                  **({"warm_refit": {"steps": int(warm_refit[0]), "lr": float(warm_refit[1]),
+                                     **({"failure_weight": failure_weight} if failure_weight != 1.0 else {})}}
+                     if warm_refit else {}),
                   **({"lines": list(only_lines)} if only_lines is not None else {})}
     elif coevolution_rounds:
         raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
@@ -477,9 +485,10 @@ def run_one(
         raise WmrlError(f"gate_control={gate_control} is an arm of each co-evolution round in an ensemble's gated "
                         "world; it needs coevolution_rounds >= 1 and 2 or more state models")
     if warm_refit is not None and not (coevolution_rounds and int(warm_refit[0]) >= 1
-                                       and math.isfinite(warm_refit[1]) and warm_refit[1] > 0):
-        raise WmrlError(f"warm_refit={warm_refit} needs steps >= 1, a learning rate > 0 and coevolution_rounds >= 1 "
-                        "(it is a line of each co-evolution round)")
+                                       and math.isfinite(warm_refit[1]) and warm_refit[1] > 0
+                                       and math.isfinite(failure_weight) and failure_weight > 0):
+        raise WmrlError(f"warm_refit={warm_refit} needs steps >= 1, a learning rate > 0, a failure weight > 0 and "
+                        "coevolution_rounds >= 1 (it is a line of each co-evolution round)")
     configured = configured_lines(data_control, gate_control is not None, bool(warm_refit))
     if only_lines is not None and not (coevolution_rounds and only_lines and set(only_lines) <= set(configured)):
         raise WmrlError(f"only_lines={list(only_lines)}: expected some of the configured lines {', '.join(configured)} "
@@ -587,7 +596,10 @@ def run_one(
                 traj, st = play_pool(load_policy(policies[prev[WARM_REFIT_ARM]]), task_ids, seeds, env_kwargs)
                 played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
                 del traj
-            warm_rollouts.append(played[prev[WARM_REFIT_ARM]][0])
+            line_rollouts = played[prev[WARM_REFIT_ARM]][0]
+            if failure_weight != 1.0:  # the line's failures drawn failure_weight times as often in its fine-tunes
+                line_rollouts = line_rollouts.with_weights(failure_weights(line_rollouts, failure_weight))
+            warm_rollouts.append(line_rollouts)
             warm_dirs = refit_state_models(demos, warm_dirs, warm_rollouts, work / name / "state_models",
                                            fine_tune=(int(warm_refit[0]), float(warm_refit[1])))
             worlds.append((name, WARM_REFIT_ARM, warm_dirs, gate))
@@ -730,6 +742,9 @@ def main(argv: list[str] | None = None) -> int:
                    "line's own pool rollouts, instead of fitted from scratch (quick: 30)")
     p.add_argument("--warm-refit-lr", type=float, default=WARM_REFIT_LR, metavar="LR",
                    help=f"--warm-refit's peak learning rate, cosine to 0 (default {WARM_REFIT_LR})")
+    p.add_argument("--warm-refit-failure-weight", type=float, default=None, metavar="W",
+                   help="--warm-refit's fine-tunes draw the line's failed pool rollouts W times as often as the rest "
+                   f"(the main job's co-evolution: 3; default 1, quick {QUICK_FAILURE_WEIGHT})")
     p.add_argument("--lines", nargs="+", default=None, metavar="LINE",
                    help="with --coevolution-rounds: run only these co-evolution lines (sm_coevo, sm_more, and the "
                    "configured controls' sm_demos, sm_gate, sm_warm; default: all), e.g. more rounds of one line "
@@ -738,7 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, the sm_branch arm in a "
                    "tiny two-member ensemble fitted on 16 SFT episodes, and one co-evolution round with the data "
-                   f"and gate controls (gate {QUICK_GATE_CONTROL} m unless --gate-control) and the warm refit "
+                   f"and gate controls (gate {QUICK_GATE_CONTROL} m unless --gate-control) and the warm refit (failures weighted "
+                   f"{QUICK_FAILURE_WEIGHT:g}) "
                    "(CI smoke; quick runs)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
     p.add_argument("--no-progress", action="store_true")
@@ -783,6 +799,13 @@ def main(argv: list[str] | None = None) -> int:
     a.data_control = a.data_control or bool(a.quick and a.coevolution_rounds)
     if a.quick and a.coevolution_rounds and a.warm_refit is None:
         a.warm_refit = QUICK_WARM_REFIT
+    if a.warm_refit_failure_weight is not None and a.warm_refit is None:
+        raise WmrlError(f"--warm-refit-failure-weight {a.warm_refit_failure_weight} weights --warm-refit's "
+                        "fine-tunes; it needs --warm-refit STEPS (and --coevolution-rounds >= 1)")
+    if a.warm_refit_failure_weight is None:
+        a.warm_refit_failure_weight = QUICK_FAILURE_WEIGHT if a.quick else 1.0
+    if not (math.isfinite(a.warm_refit_failure_weight) and a.warm_refit_failure_weight > 0):
+        raise WmrlError(f"--warm-refit-failure-weight {a.warm_refit_failure_weight} must be a number > 0")
     if a.quick and a.coevolution_rounds and a.gate_control is None:
         a.gate_control = QUICK_GATE_CONTROL
     configured = configured_lines(a.data_control, a.gate_control is not None, a.warm_refit is not None)
@@ -818,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
                      a.coevolution_rounds, a.data_control, a.gate_control,
-                     None if a.warm_refit is None else (a.warm_refit, a.warm_refit_lr),
+                     None if a.warm_refit is None else (a.warm_refit, a.warm_refit_lr, a.warm_refit_failure_weight),
                      None if a.lines is None else tuple(dict.fromkeys(a.lines)))
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",

@@ -1714,6 +1714,47 @@ def test_object_dynamics_bootstrap_resamples_training_episodes_only(data):
     assert other["train_transitions"] != boot["train_transitions"]
 
 
+def test_object_dynamics_draws_transitions_by_their_episodes_weights(data):
+    """Each transition carries its episode's ``episode_weights`` (``transitions(...)["weights"]``); weights of
+    one fit bit for bit as an unweighted fit; up-weighting some episodes (co-evolution's failures) changes the
+    draws of both the object and the arm model, and the fit is closer on those episodes than the unweighted one."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from worldmodels.object_dynamics import (
+        ObjectDynamicsConfig,
+        _tensors,
+        fit_object_dynamics,
+        one_step_error,
+        transitions,
+    )
+
+    cfg = ObjectDynamicsConfig(arm=True, steps=150, batch_size=64, hidden=16, layers=1, test_fraction=0.0, seed=3)
+    n = data.num_episodes
+    w = np.ones(n, np.float32)
+    w[: max(1, n // 4)] = 50.0
+    eps = np.arange(n)
+    rows = transitions(data.with_weights(w), cfg, eps)
+    lengths = [hi - lo - 1 for lo, hi in data.episode_bounds]
+    assert np.array_equal(rows["weights"], np.repeat(w, lengths))
+    assert np.array_equal(transitions(data, cfg, eps)["weights"], np.ones(sum(lengths), np.float32))
+
+    plain, _ = fit_object_dynamics(data, cfg, progress=False)
+    ones, _ = fit_object_dynamics(data.with_weights(np.ones(n, np.float32)), cfg, progress=False)
+    up, _ = fit_object_dynamics(data.with_weights(w), cfg, progress=False)
+    for k, v in plain.state_dict().items():
+        assert torch.equal(v, ones.state_dict()[k])
+    assert not torch.equal(up.state_dict()["arm.0.weight"], plain.state_dict()["arm.0.weight"])
+    heavy = _tensors(transitions(data, cfg, np.flatnonzero(w > 1)))
+    err_up, err_plain = one_step_error(up, heavy), one_step_error(plain, heavy)
+    assert err_up["arm_one_step_tcp_error_mean_m"] < err_plain["arm_one_step_tcp_error_mean_m"]
+    no_arm = replace(cfg, arm=False)
+    a, _ = fit_object_dynamics(data.with_weights(w), no_arm, progress=False)
+    b, _ = fit_object_dynamics(data, no_arm, progress=False)
+    assert any(not torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+
+
 def test_object_dynamics_fine_tunes_from_a_model_keeping_its_normalisation(data):
     """``fit_object_dynamics(init=model)`` starts from ``model``'s weights and keeps its input / output
     normalisation (a fresh fit on other data would set other statistics), leaves ``model`` itself unchanged,

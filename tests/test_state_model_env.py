@@ -691,6 +691,9 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
          r"--warm-refit 100 must be >= 1 steps and --warm-refit-lr 0.0003 > 0, .* it needs --coevolution-rounds >= 1"),
         (["--quick", "--warm-refit", "0"], r"--warm-refit 0 must be >= 1 steps"),
         (["--quick", "--warm-refit", "5", "--warm-refit-lr", "nan"], r"--warm-refit-lr nan > 0"),
+        (["--quick", "--coevolution-rounds", "0", "--warm-refit-failure-weight", "3"],
+         r"--warm-refit-failure-weight 3.0 weights --warm-refit's fine-tunes; it needs --warm-refit STEPS"),
+        (["--quick", "--warm-refit-failure-weight", "0"], r"--warm-refit-failure-weight 0.0 must be a number > 0"),
         (["--quick", "--lines", "sm_warm", "sm_boost"],
          r"--lines sm_warm sm_boost: expected some of this run's co-evolution lines sm_coevo, sm_more, sm_demos, "
          r"sm_gate, sm_warm"),

@@ -60,7 +60,8 @@ class ObjectDynamicsConfig:
     hidden / layers: the MLP's width and number of hidden layers.
     steps / batch_size / lr / weight_decay: AdamW with cosine decay over ``steps``.
     moving_weight / moving_eps: steps where the object moves more than ``moving_eps`` metres are
-        sampled ``moving_weight`` times as often (most steps of most objects are at rest).
+        sampled ``moving_weight`` times as often (most steps of most objects are at rest); every
+        transition is also drawn in proportion to its episode's ``episode_weights`` (1 unless set).
     test_fraction: share of episodes held out for the reported errors.
     arm: also learn the proprio's next step (a second MLP reading the proprio, its last change, the
         action and the offsets to the objects) and, attached to a world model, replace the pixel
@@ -275,7 +276,8 @@ class ObjectDynamics(nn.Module):
 # ---------------------------------------------------------------------------------------------- data
 def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -> dict[str, np.ndarray]:
     """One-step transitions of ``episodes`` (indices into ``traj.episode_bounds``): ``proprio0`` /
-    ``proprio1`` (N, P), ``proprio_prev`` (N, P), ``actions`` (N, A), ``objs`` / ``objs_prev`` / ``objs_next`` (N, O, 3).
+    ``proprio1`` (N, P), ``proprio_prev`` (N, P), ``actions`` (N, A), ``objs`` / ``objs_prev`` / ``objs_next`` (N, O, 3),
+    ``weights`` (N,) float32: each row's episode's ``episode_weights`` (sampling weight when fitting).
     Row ``i``'s action produces row ``i + 1``; an episode's first row has itself as previous row."""
     env = getattr(traj, "env_states", None)
     o3 = 3 * config.num_objects
@@ -299,8 +301,12 @@ def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -
     )
     first = np.concatenate([np.full(max(hi - lo - 1, 0), lo) for lo, hi in bounds] or [np.zeros(0, np.int64)])
     prev = np.maximum(rows - 1, first)
+    episode_w = np.asarray(traj.episode_weights, np.float32)[np.asarray(episodes, np.int64)]
+    weights = np.concatenate([np.full(max(hi - lo - 1, 0), w, np.float32) for (lo, hi), w in zip(bounds, episode_w)]
+                             or [np.zeros(0, np.float32)])
     objs = np.asarray(env[:, :o3], np.float32).reshape(-1, config.num_objects, 3)
     return {
+        "weights": weights,
         "proprio_prev": np.asarray(traj.states[prev], np.float32),
         "proprio0": np.asarray(traj.states[rows], np.float32),
         "proprio1": np.asarray(traj.states[rows + 1], np.float32),
@@ -450,7 +456,10 @@ def fit_object_dynamics(
     # sample (transition, object) pairs of objects in the scene, moving ones up-weighted
     pair_t, pair_o = torch.nonzero(active, as_tuple=True)
     moving = (tr["objs_next"] - tr["objs"]).norm(dim=-1)[pair_t, pair_o] > c.moving_eps
-    w = torch.where(moving, c.moving_weight, 1.0).double().cpu()  # drawn from on the CPU, by ``gen``
+    # and each transition by its episode's weight (co-evolution up-weights the policy's failed rollouts)
+    row_w = tr["weights"].double().cpu()
+    uniform_rows = bool((row_w == 1.0).all())  # then the draws are those of an unweighted fit, bit for bit
+    w = torch.where(moving, c.moving_weight, 1.0).double().cpu() * row_w[pair_t.cpu()]  # drawn on the CPU, by ``gen``
     gen = torch.Generator().manual_seed(c.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, c.steps)
@@ -465,8 +474,9 @@ def fit_object_dynamics(
         )[torch.arange(len(j), device=dev), oi]  # the MLP runs on the sampled (active) object only
         target = tr["objs_next"][ti, oi] - tr["objs"][ti, oi]
         loss = (((model.displacement(feats) - target) * CM) ** 2).mean()
-        if c.arm:  # the arm on uniformly drawn transitions, in units of each dim's step spread
-            ta = torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen).to(dev)
+        if c.arm:  # the arm on transitions drawn by their episodes' weights, in units of each dim's step spread
+            ta = (torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen) if uniform_rows
+                  else torch.multinomial(row_w, c.batch_size, replacement=True, generator=gen)).to(dev)
             p1 = model.step_arm(tr["proprio0"][ta], tr["proprio_prev"][ta], tr["actions"][ta], tr["objs"][ta])
             loss = loss + (((p1 - tr["proprio1"][ta]) / model.arm_out_std) ** 2).mean()
         opt.zero_grad(set_to_none=True)
