@@ -446,9 +446,10 @@ def run_one(
     previous state models (round 1: the originals) fine-tuned for ``steps`` steps from learning rate ``lr`` on the
     demos plus the line's own pool rollouts (:func:`refit_state_models` ``fine_tune``): the same data as
     ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch; ``(steps, lr, w)``: the line's failed pool
-    rollouts drawn ``w`` times as often (``episode_weights``; 1: as often as the rest). ``only_lines``: the co-evolution lines to
-    run (names from ``sm_coevo``, ``sm_more`` and the configured controls' ``sm_demos``, ``sm_gate``, ``sm_warm``;
-    None: all of them), e.g. more rounds of one line from a work folder whose other lines stop earlier."""
+    rollouts drawn ``w`` times as often (``episode_weights``; 1: as often as the rest). ``only_lines``: the
+    co-evolution lines to run (names from ``sm_coevo``, ``sm_more`` and the configured controls' ``sm_demos``,
+    ``sm_gate``, ``sm_warm``; None: all of them), e.g. more rounds of one line from a work folder whose other lines
+    stop earlier."""
     import envs
     from imagination.coevolution import failure_weights
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
@@ -753,9 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="2 starts per task, 2 iterations of each arm, no held-out scores, the sm_branch arm in a "
                    "tiny two-member ensemble fitted on 16 SFT episodes, and one co-evolution round with the data "
-                   f"and gate controls (gate {QUICK_GATE_CONTROL} m unless --gate-control) and the warm refit (failures weighted "
-                   f"{QUICK_FAILURE_WEIGHT:g}) "
-                   "(CI smoke; quick runs)")
+                   f"and gate controls (gate {QUICK_GATE_CONTROL} m unless --gate-control) and the warm refit "
+                   f"(failures weighted {QUICK_FAILURE_WEIGHT:g}) (CI smoke; quick runs)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", type=Path, required=True)
