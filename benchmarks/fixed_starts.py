@@ -7,7 +7,8 @@ Usage::
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
          [--train-on all|branch|prefix] [--renderer NAME]
          [--coevolution-rounds R [--data-control] [--gate-control METRES]
-          [--warm-refit STEPS [--warm-refit-lr LR] [--warm-refit-failure-weight W]] [--lines LINE ...]]]
+          [--warm-refit STEPS [--warm-refit-lr LR] [--warm-refit-failure-weight W] [--warm-refit-data all|latest]]
+          [--lines LINE ...]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -60,7 +61,8 @@ model, IDM and SFT policy):
   steps (``--warm-refit-lr``, cosine) on the demos plus the line's own pool rollouts, as World-VLA-Loop
   fine-tunes its world model on the policy's rollouts; its real env steps count as ``sm_coevo_r``'s.
   ``--warm-refit-failure-weight W`` draws the line's failed pool rollouts W times as often in those fine-tunes (the
-  issue's "failures weighted up", as the main job's co-evolution does; default 1: as often as the rest).
+  issue's "failures weighted up", as the main job's co-evolution does; default 1: as often as the rest);
+  ``--warm-refit-data latest`` fine-tunes on the demos plus the newest round's rollouts only.
   ``--lines LINE ...`` runs only some of the lines (e.g. more rounds of ``sm_warm`` alone, resumed from a work
   folder whose other lines stop earlier).
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
@@ -107,6 +109,39 @@ QUICK_MEMBERS = ("quick", "quick_b")
 QUICK_GATE_CONTROL = 0.035  # --quick's gate control (metres), the full runs' setting
 QUICK_WARM_REFIT = 30  # --quick's warm refit (steps; its tiny models fit in 150)
 QUICK_FAILURE_WEIGHT = 3.0  # --quick's warm refit up-weights the line's failures (as the main job's co-evolution)
+
+
+WARM_REFIT_DATA = ("all", "latest")  # --warm-refit-data: the line's pool rollouts so far, or its newest round's only
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmRefit:
+    """The fine-tuned co-evolution line's recipe (``--warm-refit`` and its options): each round its previous state
+    models are fine-tuned for ``steps`` steps from learning rate ``lr`` (cosine to 0) on the demos plus its pool
+    rollouts: all of them so far (``data="all"``) or the newest round's only (``"latest"``), failed ones drawn
+    ``failure_weight`` times as often."""
+
+    steps: int
+    lr: float = WARM_REFIT_LR
+    failure_weight: float = 1.0
+    data: str = "all"
+
+    def problems(self) -> list[str]:
+        """What is wrong with it (one phrase each; empty when it is usable)."""
+        out = [] if self.steps >= 1 else [f"steps {self.steps} must be >= 1"]
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            out.append(f"lr {self.lr} must be > 0")
+        if not (math.isfinite(self.failure_weight) and self.failure_weight > 0):
+            out.append(f"failure_weight {self.failure_weight} must be > 0")
+        if self.data not in WARM_REFIT_DATA:
+            out.append(f"data {self.data!r} must be one of {', '.join(WARM_REFIT_DATA)}")
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """As a result records it (options at their defaults left out, so older work folders resume)."""
+        return {"steps": int(self.steps), "lr": float(self.lr),
+                **({"failure_weight": float(self.failure_weight)} if self.failure_weight != 1.0 else {}),
+                **({"data": self.data} if self.data != "all" else {})}
 
 
 def configured_lines(data_control: bool = False, gate_control: bool = False, warm_refit: bool = False) -> tuple[str, ...]:
@@ -421,7 +456,7 @@ def run_one(
     coevolution_rounds: int = 0,
     data_control: bool = False,
     gate_control: float | None = None,
-    warm_refit: tuple[int, float] | tuple[int, float, float] | None = None,
+    warm_refit: WarmRefit | None = None,
     only_lines: tuple[str, ...] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -442,11 +477,11 @@ def run_one(
     rollouts: as much more real data, not the policy's. ``gate_control`` METRES: another arm each round,
     ``sm_gate_r``, GRPO on from its own line's policy in the unchanged state models with the ensemble's gate at
     METRES instead of ``max_disagreement``: a quieter (or stricter) gate without refitting. ``warm_refit``
-    ``(steps, lr)``: another line each round, ``sm_warm_r``, GRPO on from its own line's policy in that line's
+    (:class:`WarmRefit`): another line each round, ``sm_warm_r``, GRPO on from its own line's policy in that line's
     previous state models (round 1: the originals) fine-tuned for ``steps`` steps from learning rate ``lr`` on the
-    demos plus the line's own pool rollouts (:func:`refit_state_models` ``fine_tune``): the same data as
-    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch; ``(steps, lr, w)``: the line's failed pool
-    rollouts drawn ``w`` times as often (``episode_weights``; 1: as often as the rest). ``only_lines``: the
+    demos plus the line's own pool rollouts (:func:`refit_state_models` ``fine_tune``): by default the same data as
+    ``sm_coevo_r``'s refit, a fine-tune instead of a fit from scratch; its ``data="latest"`` fine-tunes on the newest
+    round's rollouts only, its ``failure_weight`` draws the failed ones that many times as often. ``only_lines``: the
     co-evolution lines to run (names from ``sm_coevo``, ``sm_more`` and the configured controls' ``sm_demos``,
     ``sm_gate``, ``sm_warm``; None: all of them), e.g. more rounds of one line from a work folder whose other lines
     stop earlier."""
@@ -459,7 +494,6 @@ def run_one(
     from wmrl.io import atomic_write_json
 
     t0 = time.perf_counter()
-    failure_weight = float(warm_refit[2]) if warm_refit is not None and len(warm_refit) > 2 else 1.0
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
     starts = starts_per_task * len(tasks)
@@ -474,9 +508,7 @@ def run_one(
                   **({"coevolution_rounds": int(coevolution_rounds)} if coevolution_rounds else {}),
                   **({"data_control": True} if data_control else {}),
                   **({"gate_control": float(gate_control)} if gate_control is not None else {}),
-                  **({"warm_refit": {"steps": int(warm_refit[0]), "lr": float(warm_refit[1]),
-                                     **({"failure_weight": failure_weight} if failure_weight != 1.0 else {})}}
-                     if warm_refit else {}),
+                  **({"warm_refit": warm_refit.record()} if warm_refit else {}),
                   **({"lines": list(only_lines)} if only_lines is not None else {})}
     elif coevolution_rounds:
         raise WmrlError(f"coevolution_rounds={coevolution_rounds} goes on from the sm_branch arm; it needs state models")
@@ -485,11 +517,9 @@ def run_one(
     if gate_control is not None and not (coevolution_rounds and sm_arm["max_disagreement"] is not None):
         raise WmrlError(f"gate_control={gate_control} is an arm of each co-evolution round in an ensemble's gated "
                         "world; it needs coevolution_rounds >= 1 and 2 or more state models")
-    if warm_refit is not None and not (coevolution_rounds and int(warm_refit[0]) >= 1
-                                       and math.isfinite(warm_refit[1]) and warm_refit[1] > 0
-                                       and math.isfinite(failure_weight) and failure_weight > 0):
-        raise WmrlError(f"warm_refit={warm_refit} needs steps >= 1, a learning rate > 0, a failure weight > 0 and "
-                        "coevolution_rounds >= 1 (it is a line of each co-evolution round)")
+    if warm_refit is not None and (warm_refit.problems() or not coevolution_rounds):
+        raise WmrlError(f"{warm_refit}: {'; '.join(warm_refit.problems() or ['needs coevolution_rounds >= 1'])} "
+                        "(it is a line of each co-evolution round)")
     configured = configured_lines(data_control, gate_control is not None, bool(warm_refit))
     if only_lines is not None and not (coevolution_rounds and only_lines and set(only_lines) <= set(configured)):
         raise WmrlError(f"only_lines={list(only_lines)}: expected some of the configured lines {', '.join(configured)} "
@@ -598,11 +628,12 @@ def run_one(
                 played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
                 del traj
             line_rollouts = played[prev[WARM_REFIT_ARM]][0]
-            if failure_weight != 1.0:  # the line's failures drawn failure_weight times as often in its fine-tunes
-                line_rollouts = line_rollouts.with_weights(failure_weights(line_rollouts, failure_weight))
+            if warm_refit.failure_weight != 1.0:  # the line's failures drawn that many times as often in its fine-tunes
+                line_rollouts = line_rollouts.with_weights(failure_weights(line_rollouts, warm_refit.failure_weight))
             warm_rollouts.append(line_rollouts)
-            warm_dirs = refit_state_models(demos, warm_dirs, warm_rollouts, work / name / "state_models",
-                                           fine_tune=(int(warm_refit[0]), float(warm_refit[1])))
+            fit_on = warm_rollouts if warm_refit.data == "all" else [line_rollouts]  # "latest": the newest round's
+            warm_dirs = refit_state_models(demos, warm_dirs, fit_on, work / name / "state_models",
+                                           fine_tune=(warm_refit.steps, warm_refit.lr))
             worlds.append((name, WARM_REFIT_ARM, warm_dirs, gate))
         for name, kind, world_dirs, world_gate in worlds:
             t_arm = time.perf_counter()
@@ -746,6 +777,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm-refit-failure-weight", type=float, default=None, metavar="W",
                    help="--warm-refit's fine-tunes draw the line's failed pool rollouts W times as often as the rest "
                    f"(the main job's co-evolution: 3; default 1, quick {QUICK_FAILURE_WEIGHT})")
+    p.add_argument("--warm-refit-data", choices=WARM_REFIT_DATA, default="all",
+                   help="--warm-refit's fine-tunes read the demos plus all the line's pool rollouts so far (all, the "
+                   "default) or only the newest round's (latest)")
     p.add_argument("--lines", nargs="+", default=None, metavar="LINE",
                    help="with --coevolution-rounds: run only these co-evolution lines (sm_coevo, sm_more, and the "
                    "configured controls' sm_demos, sm_gate, sm_warm; default: all), e.g. more rounds of one line "
@@ -806,6 +840,9 @@ def main(argv: list[str] | None = None) -> int:
         a.warm_refit_failure_weight = QUICK_FAILURE_WEIGHT if a.quick else 1.0
     if not (math.isfinite(a.warm_refit_failure_weight) and a.warm_refit_failure_weight > 0):
         raise WmrlError(f"--warm-refit-failure-weight {a.warm_refit_failure_weight} must be a number > 0")
+    if a.warm_refit_data != "all" and a.warm_refit is None:
+        raise WmrlError(f"--warm-refit-data {a.warm_refit_data} chooses --warm-refit's data; it needs --warm-refit "
+                        "STEPS (and --coevolution-rounds >= 1)")
     if a.quick and a.coevolution_rounds and a.gate_control is None:
         a.gate_control = QUICK_GATE_CONTROL
     configured = configured_lines(a.data_control, a.gate_control is not None, a.warm_refit is not None)
@@ -841,7 +878,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs[key] = (src, work / folder, a.starts_per_task, its, real_its, not (a.no_held_out or a.quick), a.rl_seed,
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
                      a.coevolution_rounds, a.data_control, a.gate_control,
-                     None if a.warm_refit is None else (a.warm_refit, a.warm_refit_lr, a.warm_refit_failure_weight),
+                     None if a.warm_refit is None else WarmRefit(a.warm_refit, a.warm_refit_lr,
+                                                                 a.warm_refit_failure_weight, a.warm_refit_data),
                      None if a.lines is None else tuple(dict.fromkeys(a.lines)))
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",

@@ -668,6 +668,20 @@ def test_the_fixed_start_branch_world_trains_on_the_pool_and_counts_its_real_pre
     assert [h["real_prefix_steps"] for h in hist] == [8 * k] * 3
 
 
+def test_warm_refit_recipe_names_its_problems_and_records_only_what_differs_from_the_default():
+    """``WarmRefit`` lists every bad field in one message, and records only the options away from their defaults,
+    so a work folder written before an option existed still resumes."""
+    from benchmarks.fixed_starts import WarmRefit
+
+    assert WarmRefit(1000).problems() == []
+    assert WarmRefit(1000).record() == {"steps": 1000, "lr": 3e-4}
+    assert WarmRefit(1000, 3e-4, 3.0, "latest").record() == {"steps": 1000, "lr": 3e-4, "failure_weight": 3.0,
+                                                             "data": "latest"}
+    assert WarmRefit(0, float("nan"), 0.0, "newest").problems() == [
+        "steps 0 must be >= 1", "lr nan must be > 0", "failure_weight 0.0 must be > 0",
+        "data 'newest' must be one of all, latest"]
+
+
 def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp_path):
     from benchmarks.fixed_starts import main
 
@@ -694,6 +708,8 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
         (["--quick", "--coevolution-rounds", "0", "--warm-refit-failure-weight", "3"],
          r"--warm-refit-failure-weight 3.0 weights --warm-refit's fine-tunes; it needs --warm-refit STEPS"),
         (["--quick", "--warm-refit-failure-weight", "0"], r"--warm-refit-failure-weight 0.0 must be a number > 0"),
+        (["--quick", "--coevolution-rounds", "0", "--warm-refit-data", "latest"],
+         r"--warm-refit-data latest chooses --warm-refit's data; it needs --warm-refit STEPS"),
         (["--quick", "--lines", "sm_warm", "sm_boost"],
          r"--lines sm_warm sm_boost: expected some of this run's co-evolution lines sm_coevo, sm_more, sm_demos, "
          r"sm_gate, sm_warm"),
