@@ -810,13 +810,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("fixed_starts_s55_k12_warm3_fw3.json", "same pools, the fine-tuned line with its failed pool rollouts drawn 3 "
      "times as often in each fine-tune (--warm-refit-failure-weight 3, the main job's co-evolution weight; base arms "
      "copied): real GRPO / branched world / rounds 1-3, on the pool; round 3 on the pool / held out", _warm_line, ""),
-    ("fixed_starts_s55_k12_warm3_latest.json", "same pools, the fine-tuned line fine-tuned on the demos plus the newest "
+    ("fixed_starts_s55_k12_warm5_latest.json", "same pools, the fine-tuned line fine-tuned on the demos plus the newest "
      "round's pool rollouts only (--warm-refit-data latest; round 1, the same data, copied): real GRPO / branched "
-     "world / rounds 1-3, on the pool; round 3 on the pool / held out", _warm_line, ""),
+     "world / rounds 1-5, on the pool; round 5 on the pool / held out", _warm_line, ""),
     ("paired_pool_s59.json", "the s55 pools paired start by start (benchmarks.paired_arms; w: the fine-tuned line, "
-     "fw: its failures weighted 3, lt: fine-tuned on the newest rollouts only; the digit: the round; H: held out): "
+     "fw: its failures weighted 3, lt: fine-tuned on the newest rollouts only; the digit: the round; real85: real "
+     "GRPO 85 it; H: held out): "
      "differences [95% CI]",
-     lambda d: _pairs(d, ["fw1 - w1", "fw3 - w3", "lt2 - w2", "lt3 - w3", "fw3H - w3H", "lt3H - w3H", "lt3H - sft"]),
+     lambda d: _pairs(d, ["fw3 - w3", "lt3 - w3", "lt5 - w5", "lt5 - real85", "fw3H - w3H", "lt5H - w5H",
+                          "lt5H - real85H"]),
      ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
