@@ -517,9 +517,10 @@ def run_one(
     if gate_control is not None and not (coevolution_rounds and sm_arm["max_disagreement"] is not None):
         raise WmrlError(f"gate_control={gate_control} is an arm of each co-evolution round in an ensemble's gated "
                         "world; it needs coevolution_rounds >= 1 and 2 or more state models")
-    if warm_refit is not None and (warm_refit.problems() or not coevolution_rounds):
-        raise WmrlError(f"{warm_refit}: {'; '.join(warm_refit.problems() or ['needs coevolution_rounds >= 1'])} "
-                        "(it is a line of each co-evolution round)")
+    if warm_refit is not None:
+        problems = warm_refit.problems() or ([] if coevolution_rounds else ["needs coevolution_rounds >= 1"])
+        if problems:
+            raise WmrlError(f"{warm_refit}: {'; '.join(problems)} (it is a line of each co-evolution round)")
     configured = configured_lines(data_control, gate_control is not None, bool(warm_refit))
     if only_lines is not None and not (coevolution_rounds and only_lines and set(only_lines) <= set(configured)):
         raise WmrlError(f"only_lines={list(only_lines)}: expected some of the configured lines {', '.join(configured)} "

@@ -815,8 +815,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "world / rounds 1-5, on the pool; round 5 on the pool / held out", _warm_line, ""),
     ("paired_pool_s59.json", "the s55 pools paired start by start (benchmarks.paired_arms; w: the fine-tuned line, "
      "fw: its failures weighted 3, lt: fine-tuned on the newest rollouts only; the digit: the round; real85: real "
-     "GRPO 85 it; H: held out): "
-     "differences [95% CI]",
+     "GRPO 85 it; H: held out): differences [95% CI]",
      lambda d: _pairs(d, ["fw3 - w3", "lt3 - w3", "lt5 - w5", "lt5 - real85", "fw3H - w3H", "lt5H - w5H",
                           "lt5H - real85H"]),
      ""),

@@ -302,8 +302,7 @@ def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -
     first = np.concatenate([np.full(max(hi - lo - 1, 0), lo) for lo, hi in bounds] or [np.zeros(0, np.int64)])
     prev = np.maximum(rows - 1, first)
     episode_w = np.asarray(traj.episode_weights, np.float32)[np.asarray(episodes, np.int64)]
-    weights = np.concatenate([np.full(max(hi - lo - 1, 0), w, np.float32) for (lo, hi), w in zip(bounds, episode_w)]
-                             or [np.zeros(0, np.float32)])
+    weights = np.repeat(episode_w, np.maximum(bounds[:, 1] - bounds[:, 0] - 1, 0))  # one per row
     objs = np.asarray(env[:, :o3], np.float32).reshape(-1, config.num_objects, 3)
     return {
         "weights": weights,
