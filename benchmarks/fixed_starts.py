@@ -137,6 +137,17 @@ class WarmRefit:
             out.append(f"data {self.data!r} must be one of {', '.join(WARM_REFIT_DATA)}")
         return out
 
+    def fine_tune_data(self, earlier: list[Any], newest: Any) -> list[Any]:
+        """The pool rollouts a round's fine-tune reads besides the demos, as ``wmrl.data.Trajectories``: the
+        ``earlier`` rounds' (as this returned them) and the ``newest`` round's, its failures weighted
+        ``failure_weight``; the newest alone with ``data="latest"``. Pass its return as the next round's
+        ``earlier``."""
+        if self.failure_weight != 1.0:
+            from imagination.coevolution import failure_weights
+
+            newest = newest.with_weights(failure_weights(newest, self.failure_weight))
+        return [*earlier, newest] if self.data == "all" else [newest]
+
     def record(self) -> dict[str, Any]:
         """As a result records it (options at their defaults left out, so older work folders resume)."""
         return {"steps": int(self.steps), "lr": float(self.lr),
@@ -486,7 +497,6 @@ def run_one(
     ``sm_gate``, ``sm_warm``; None: all of them), e.g. more rounds of one line from a work folder whose other lines
     stop earlier."""
     import envs
-    from imagination.coevolution import failure_weights
     from imagination.pipeline import evaluate_in_sim, run_config_of, run_env_kwargs
     from policies import load_policy
     from wmrl.data import load_trajectories
@@ -592,7 +602,7 @@ def run_one(
     expert_rollouts: list[Any] = []  # the data control's extra expert pool episodes so far
     expert_steps = 0.0
     expert_success: list[float] = []  # the expert's success on the pool, by round (what the control refits on)
-    warm_rollouts: list[Any] = []  # the warm-refit line's real pool rollouts so far
+    warm_rollouts: list[Any] = []  # the pool rollouts the warm-refit line's last fine-tune read (WarmRefit.fine_tune_data)
     warm_dirs = dirs  # the warm-refit line's state models: round r fine-tunes round r - 1's
     lines = tuple(k for k in configured_lines(data_control, gate_control is not None, bool(warm_refit))
                   if only_lines is None or k in only_lines)
@@ -628,12 +638,8 @@ def run_one(
                 traj, st = play_pool(load_policy(policies[prev[WARM_REFIT_ARM]]), task_ids, seeds, env_kwargs)
                 played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
                 del traj
-            line_rollouts = played[prev[WARM_REFIT_ARM]][0]
-            if warm_refit.failure_weight != 1.0:  # the line's failures drawn that many times as often in its fine-tunes
-                line_rollouts = line_rollouts.with_weights(failure_weights(line_rollouts, warm_refit.failure_weight))
-            warm_rollouts.append(line_rollouts)
-            fit_on = warm_rollouts if warm_refit.data == "all" else [line_rollouts]  # "latest": the newest round's
-            warm_dirs = refit_state_models(demos, warm_dirs, fit_on, work / name / "state_models",
+            warm_rollouts = warm_refit.fine_tune_data(warm_rollouts, played[prev[WARM_REFIT_ARM]][0])
+            warm_dirs = refit_state_models(demos, warm_dirs, warm_rollouts, work / name / "state_models",
                                            fine_tune=(warm_refit.steps, warm_refit.lr))
             worlds.append((name, WARM_REFIT_ARM, warm_dirs, gate))
         for name, kind, world_dirs, world_gate in worlds:

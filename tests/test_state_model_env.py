@@ -682,6 +682,41 @@ def test_warm_refit_recipe_names_its_problems_and_records_only_what_differs_from
         "data 'newest' must be one of all, latest"]
 
 
+def _pool_rollouts(outcomes: str, length: int = 3):
+    """Pool rollouts without frames, one ``length``-step episode per character of ``outcomes`` (1: success)."""
+    from wmrl.data import Trajectories
+
+    e = len(outcomes)
+    n = e * length
+    succ = np.zeros(n, bool)
+    succ[length - 1 :: length] = [c == "1" for c in outcomes]
+    return Trajectories(images=np.zeros((n, 1, 1, 3), np.uint8), wrist_images=None, states=np.zeros((n, 9), np.float32),
+                        actions=np.zeros((n, 7), np.float32), rewards=succ.astype(np.float32), successes=succ,
+                        dones=np.repeat(np.eye(length, dtype=bool)[-1][None], e, 0).ravel(),
+                        episode_index=np.repeat(np.arange(e), length), frame_index=np.tile(np.arange(length), e),
+                        instructions=["lift"] * n, task_ids=["Lift-v0"] * n, fps=10)
+
+
+@pytest.mark.parametrize("data", ["all", "latest"])
+@pytest.mark.parametrize("weight", [1.0, 3.0])
+def test_warm_refit_fine_tunes_on_every_round_or_the_newest_with_failures_weighted(data, weight):
+    """Each round's fine-tune reads the line's rollouts of every round so far (``all``) or of the newest round alone
+    (``latest``); every failed episode weighs ``failure_weight``, every success 1, as it did in the round it came."""
+    from benchmarks.fixed_starts import WarmRefit
+
+    recipe = WarmRefit(1000, failure_weight=weight, data=data)
+    rounds = [_pool_rollouts("101"), _pool_rollouts("0011"), _pool_rollouts("1")]
+    read: list = []
+    for r, newest in enumerate(rounds):
+        read = recipe.fine_tune_data(read, newest)
+        expect = rounds[: r + 1] if data == "all" else [newest]
+        assert [t.num_episodes for t in read] == [t.num_episodes for t in expect]
+        for got, src in zip(read, expect, strict=True):
+            want = np.where(src.episode_success, 1.0, weight)
+            np.testing.assert_array_equal(got.episode_weights, want)
+            np.testing.assert_array_equal(got.episode_success, src.episode_success)
+
+
 def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp_path):
     from benchmarks.fixed_starts import main
 
