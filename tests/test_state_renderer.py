@@ -81,6 +81,33 @@ def test_fit_learns_to_draw_the_moved_scene_better_than_the_anchor_and_round_tri
     assert video.stat().st_size > 1000
 
 
+def test_an_interrupted_fit_goes_on_from_its_checkpoint_to_the_uninterrupted_weights(data, tmp_path, monkeypatch):
+    """A fit in a run folder killed after its first checkpoint, run again, ends with the weights (and metrics)
+    of a fit never stopped; a checkpoint of another config is refused."""
+    from wmrl.runs import RunDir
+
+    cfg = _config(steps=12, batch_size=4, test_fraction=0.25)
+    whole, m_whole = fit_state_renderer(data, cfg, progress=False)
+    save = RunDir.save_checkpoint
+
+    def killed_after_saving(self, step, write, keep=2):
+        save(self, step, write, keep)
+        raise KeyboardInterrupt(f"killed after step {step}")
+
+    monkeypatch.setattr(RunDir, "save_checkpoint", killed_after_saving)
+    with pytest.raises(KeyboardInterrupt, match="killed after step 5"):
+        fit_state_renderer(data, cfg, progress=False, run_dir=tmp_path / "fit", checkpoint_every=5)
+    monkeypatch.setattr(RunDir, "save_checkpoint", save)
+    resumed, m_resumed = fit_state_renderer(data, cfg, progress=False, run_dir=tmp_path / "fit", checkpoint_every=5)
+    for (k, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=k)
+    assert m_resumed["psnr_db"] == m_whole["psnr_db"] and m_resumed["final_loss"] == m_whole["final_loss"]
+    steps = [r["step"] for r in RunDir(tmp_path / "fit").read_metrics()]
+    assert steps == [0, 11] and (tmp_path / "fit" / "checkpoints" / "step_000012").is_dir()
+    with pytest.raises(CheckpointError, match="was written for another state-renderer config"):
+        fit_state_renderer(data, replace(cfg, lr=1e-3), progress=False, run_dir=tmp_path / "fit")
+
+
 def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
     with pytest.raises(DatasetError, match="needs the dataset's observation.environment_state"):
         fit_state_renderer(replace(data, env_states=None), _config(steps=1), progress=False)

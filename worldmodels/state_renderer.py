@@ -21,10 +21,11 @@ Usage::
     python -m worldmodels.state_renderer --data RUN/data --out RUN/renderer [--steps N] [--num-threads 1]
         [--device cuda] [--no-video]
 
-fits one on a LeRobotDataset written by ``wmrl collect`` (it needs ``observation.environment_state``)
-and saves it (``config.json`` + ``model.safetensors``) with its held-out PSNR, drawn from each held-out
-episode's first frame, beside the PSNR of that anchor frame left as it is, and ``held_out.mp4``: held-out
-episodes, real | drawn.
+fits one on a LeRobotDataset written by ``wmrl collect`` (it needs ``observation.environment_state``),
+keeping the fit's run folder in ``OUT/fit`` (config, loss in ``metrics.jsonl``, checkpoints: the same
+command run again goes on from the last one), and saves it (``config.json`` + ``model.safetensors``) with
+its held-out PSNR, drawn from each held-out episode's first frame, beside the PSNR of that anchor frame
+left as it is, and ``held_out.mp4``: held-out episodes, real | drawn.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from wmrl.errors import CheckpointError, ConfigError, DatasetError, WmrlError
 from wmrl.io import atomic_save_safetensors, atomic_write_json
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+TRAINER_STATE_NAME = "trainer.pt"  # a fit's checkpoint: weights, optimizer, schedule, batch RNG, time so far
 FORMAT_VERSION = 1
 BUILTIN_CUBE_COLORS = ((0.85, 0.1, 0.1), (0.1, 0.75, 0.2), (0.15, 0.3, 0.9))  # red, green, blue
 
@@ -340,15 +342,19 @@ def held_out_video(model: StateRenderer, traj: Any, episodes: list[int] | np.nda
 
 
 def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, progress: bool = True,
-                       device: str | torch.device | None = None) -> tuple[StateRenderer, dict[str, Any]]:
+                       device: str | torch.device | None = None, run_dir: str | Path | None = None,
+                       checkpoint_every: int = 250) -> tuple[StateRenderer, dict[str, Any]]:
     """Fit a :class:`StateRenderer` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``) on ``device``
     (None: the CPU; the batches are drawn on the CPU either way, so a seed draws the same ones). Returns
     (the model in eval mode, on ``device``; metrics: held-out PSNR and the anchor's, wall time). Raises
-    NonFiniteError when the loss turns NaN/Inf."""
+    NonFiniteError when the loss turns NaN/Inf. ``run_dir``: a run folder (:class:`wmrl.runs.RunDir`: the
+    config, the loss in ``metrics.jsonl`` every 100 steps, a checkpoint every ``checkpoint_every`` steps);
+    a fit started there before goes on from its last checkpoint, and gives the weights an uninterrupted fit
+    gives on the CPU. CheckpointError when that checkpoint was written for another config."""
     from tqdm.auto import tqdm
 
     from wmrl.devices import resolve_device
-    from wmrl.runs import check_finite
+    from wmrl.runs import RunDir, check_finite
     from worldmodels.modeling_common import to_unit
 
     dev = resolve_device(device)
@@ -379,9 +385,30 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1.0 + math.cos(math.pi * s / c.steps))
     )
+    if checkpoint_every < 1:
+        raise ConfigError(f"state_renderer checkpoint_every={checkpoint_every} must be >= 1")
+    run = None if run_dir is None else RunDir(run_dir, {"state_renderer": dataclasses.asdict(c)})
+    start, elapsed_before, last_loss = 0, 0.0, float("nan")
+    if run is not None and (ckpt := run.latest_checkpoint()) is not None:
+        state = torch.load(ckpt / TRAINER_STATE_NAME, weights_only=False, map_location="cpu")
+        if state.get("config") != dataclasses.asdict(c):
+            raise CheckpointError(f"{ckpt} was written for another state-renderer config; fit this one in a new "
+                                  f"folder or remove {run.checkpoints}")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        rng.bit_generator.state = state["rng"]
+        start, elapsed_before, last_loss = RunDir.step_of(ckpt), float(state["elapsed"]), float(state["loss"])
+
+    def save(step: int) -> None:
+        state = {"config": dataclasses.asdict(c), "model": model.state_dict(), "opt": opt.state_dict(),
+                 "sched": sched.state_dict(), "rng": rng.bit_generator.state, "loss": loss_v,
+                 "elapsed": elapsed_before + time.time() - t0}
+        run.save_checkpoint(step, lambda tmp: torch.save(state, tmp / TRAINER_STATE_NAME))
+
     model.train()
-    bar = tqdm(range(c.steps), desc="state renderer", disable=not progress)
-    loss_v = float("nan")
+    bar = tqdm(range(start, c.steps), initial=start, total=c.steps, desc="state renderer", disable=not progress)
+    loss_v = last_loss  # the loss last logged (a resumed fit's: its checkpoint's)
     for step in bar:
         e = rng.integers(len(train_eps), size=c.batch_size)
         tgt = ep_lo[e] + rng.integers(ep_len[e])
@@ -398,8 +425,12 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
         sched.step()
         if step % 100 == 0 or step == c.steps - 1:
             loss_v = float(loss.detach())
+            if run is not None:
+                run.log(step, {"loss": loss_v, "lr": sched.get_last_lr()[0]})
             check_finite(f"state-renderer loss at step {step}", loss_v)
             bar.set_postfix(l1=f"{loss_v:.4f}")
+        if run is not None and ((step + 1) % checkpoint_every == 0 or step == c.steps - 1):
+            save(step + 1)
     model.eval()
     metrics: dict[str, Any] = {"train_frames": int(len(tr_rows)), "train_episodes": int(len(train_eps)),
                                "test_episodes": int(len(test_eps)), "test_episode_indices": test_eps.tolist(),
@@ -407,7 +438,7 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
                                "parameters": int(sum(p.numel() for p in model.parameters()))}
     if len(test_eps):
         metrics.update(evaluate_state_renderer(model, traj, test_eps))
-    metrics["wall_time_s"] = time.time() - t0
+    metrics["wall_time_s"] = elapsed_before + time.time() - t0
     if not math.isfinite(metrics.get("psnr_db", 0.0)):
         raise WmrlError(f"state renderer: held-out PSNR is {metrics['psnr_db']}")
     return model, metrics
@@ -437,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         traj = load_trajectories(args.data)
         config = StateRendererConfig(image_size=int(traj.images.shape[1]), steps=args.steps,
                                      batch_size=args.batch_size, seed=args.seed)
-        model, metrics = fit_state_renderer(traj, config, progress=not args.no_progress, device=args.device)
+        model, metrics = fit_state_renderer(traj, config, progress=not args.no_progress, device=args.device,
+                                            run_dir=Path(args.out) / "fit")
     except WmrlError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
