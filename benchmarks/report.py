@@ -819,6 +819,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _pairs(d, ["fw3 - w3", "lt3 - w3", "lt5 - w5", "lt5 - real85", "fw3H - w3H", "lt5H - w5H",
                           "lt5H - real85H"]),
      ""),
+    ("fixed_starts_s55_k12_rend.json", "same pools, every part of the world learned: the branched world and the "
+     "fine-tuned line drawn by each run's learned renderer (--renderer renderer; real GRPO and the pixel arms copied): "
+     "real GRPO / branched world / each round of the line, on the pool; its last round on the pool / held out",
+     _warm_line, ""),
+    ("paired_pool_s60.json", "the s55 pools paired start by start (benchmarks.paired_arms; r: drawn by the learned "
+     "renderer, else by the simulator; b / sm: the branched world; w1 / wL: the fine-tuned line after round 1 / its "
+     "last round here; real: real GRPO 64 it; H: held out): differences [95% CI]",
+     lambda d: _pairs(d, ["rb - sm", "rw1 - w1", "rwL - wL", "rwL - rw1", "rwL - real", "rbH - smH", "rwLH - wLH",
+                          "rwLH - sft", "rwLH - realH"]),
+     ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
