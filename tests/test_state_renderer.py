@@ -106,6 +106,9 @@ def test_an_interrupted_fit_goes_on_from_its_checkpoint_to_the_uninterrupted_wei
     assert steps == [0, 11] and (tmp_path / "fit" / "checkpoints" / "step_000012").is_dir()
     with pytest.raises(CheckpointError, match="was written for another state-renderer config"):
         fit_state_renderer(data, replace(cfg, lr=1e-3), progress=False, run_dir=tmp_path / "fit")
+    (tmp_path / "fit" / "checkpoints" / "step_000012" / "trainer.pt").write_bytes(b"cut short")
+    with pytest.raises(CheckpointError, match=r"step_000012/trainer.pt is missing or corrupt \(UnpicklingError\)"):
+        fit_state_renderer(data, cfg, progress=False, run_dir=tmp_path / "fit")
 
 
 def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):

@@ -390,8 +390,12 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     run = None if run_dir is None else RunDir(run_dir, {"state_renderer": dataclasses.asdict(c)})
     start, elapsed_before, last_loss = 0, 0.0, float("nan")
     if run is not None and (ckpt := run.latest_checkpoint()) is not None:
-        state = torch.load(ckpt / TRAINER_STATE_NAME, weights_only=False, map_location="cpu")
-        if state.get("config") != dataclasses.asdict(c):
+        try:
+            state = torch.load(ckpt / TRAINER_STATE_NAME, weights_only=False, map_location="cpu")
+        except Exception as e:  # a missing, cut or foreign file: one line, the run folder left as it is
+            raise CheckpointError(f"{ckpt / TRAINER_STATE_NAME} is missing or corrupt ({type(e).__name__}); "
+                                  f"remove {ckpt} to go on from the checkpoint before it") from None
+        if not isinstance(state, dict) or state.get("config") != dataclasses.asdict(c):
             raise CheckpointError(f"{ckpt} was written for another state-renderer config; fit this one in a new "
                                   f"folder or remove {run.checkpoints}")
         model.load_state_dict(state["model"])
