@@ -688,11 +688,12 @@ def _pool_rollouts(outcomes: str, length: int = 3):
 
     e = len(outcomes)
     n = e * length
-    succ = np.zeros(n, bool)
+    succ, last = np.zeros(n, bool), np.zeros(n, bool)
     succ[length - 1 :: length] = [c == "1" for c in outcomes]
+    last[length - 1 :: length] = True
     return Trajectories(images=np.zeros((n, 1, 1, 3), np.uint8), wrist_images=None, states=np.zeros((n, 9), np.float32),
                         actions=np.zeros((n, 7), np.float32), rewards=succ.astype(np.float32), successes=succ,
-                        dones=np.repeat(np.eye(length, dtype=bool)[-1][None], e, 0).ravel(),
+                        dones=last,
                         episode_index=np.repeat(np.arange(e), length), frame_index=np.tile(np.arange(length), e),
                         instructions=["lift"] * n, task_ids=["Lift-v0"] * n, fps=10)
 
