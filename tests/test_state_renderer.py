@@ -13,7 +13,7 @@ import torch
 import envs
 from benchmarks._split_worlds import StateModelVectorEnv
 from imagination.coevolution import record_rollouts
-from wmrl.errors import CheckpointError, DatasetError, WmrlError
+from wmrl.errors import CheckpointError, ConfigError, DatasetError, WmrlError
 from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
 from worldmodels.state_renderer import (
     StateRenderer,
@@ -109,6 +109,41 @@ def test_an_interrupted_fit_goes_on_from_its_checkpoint_to_the_uninterrupted_wei
     (tmp_path / "fit" / "checkpoints" / "step_000012" / "trainer.pt").write_bytes(b"cut short")
     with pytest.raises(CheckpointError, match=r"step_000012/trainer.pt is missing or corrupt \(UnpicklingError\)"):
         fit_state_renderer(data, cfg, progress=False, run_dir=tmp_path / "fit")
+
+
+def test_a_fine_tune_starts_from_the_fitted_renderer_and_learns_the_episodes_it_is_weighted_to(data, tmp_path):
+    """``init``: the fitted weights, projection and normalisation are where a fine-tune starts (a vanishing
+    learning rate leaves them as they are); ``episode_weights``: the fine-tune draws only the weighted episodes,
+    and draws them better afterwards than the fitted renderer did; a resume refuses another starting renderer."""
+    from worldmodels.state_renderer import evaluate_state_renderer
+
+    cfg = _config(steps=40, batch_size=8, test_fraction=0.25)
+    base, m_base = fit_state_renderer(data, cfg, progress=False)
+    tune = replace(cfg, steps=60, lr=2e-3, test_fraction=0.0)
+    frozen, _ = fit_state_renderer(data, replace(tune, steps=3, lr=1e-12), progress=False, init=base)
+    for (k, a), b in zip(base.state_dict().items(), frozen.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-6, msg=k)
+    lift = np.array([i for i, t in enumerate(data.task_ids[lo] for lo, _ in data.episode_bounds) if t == TASKS[1]])
+    weights = np.zeros(data.num_episodes)
+    weights[lift] = 1.0
+    tuned, m_tuned = fit_state_renderer(data, tune, progress=False, init=base, episode_weights=weights,
+                                        run_dir=tmp_path / "ft")
+    assert m_tuned["fine_tuned"] and m_tuned["train_episodes"] == data.num_episodes and "psnr_db" not in m_tuned
+    for k in ("projection", "finger_stats", "height_stats"):  # fitted once, on the demos, and kept
+        torch.testing.assert_close(tuned.state_dict()[k], base.state_dict()[k], rtol=0, atol=0)
+    push_tuned, _ = fit_state_renderer(data, tune, progress=False, init=base, episode_weights=1.0 - weights)
+    psnr = {m: evaluate_state_renderer(m, data, lift)["psnr_db"] for m in (base, tuned, push_tuned)}
+    # the lift episodes drawn better than before, and better than after a fine-tune weighted to the others
+    assert psnr[tuned] > psnr[base] + 0.3 and psnr[tuned] > psnr[push_tuned] + 1.0, psnr
+    other, _ = fit_state_renderer(data, replace(cfg, seed=1), progress=False)
+    with pytest.raises(CheckpointError, match="another state-renderer config or starting renderer"):
+        fit_state_renderer(data, tune, progress=False, init=other, episode_weights=weights, run_dir=tmp_path / "ft")
+    with pytest.raises(ConfigError, match=r"episode_weights of shape \(3,\): expected \(16,\) finite, >= 0"):
+        fit_state_renderer(data, tune, progress=False, init=base, episode_weights=np.ones(3))
+    with pytest.raises(ConfigError, match="every training episode has weight 0"):
+        fit_state_renderer(data, tune, progress=False, init=base, episode_weights=np.zeros(data.num_episodes))
+    with pytest.raises(ConfigError, match="differs from the fitted renderer's"):
+        fit_state_renderer(data, replace(tune, channels=[8, 16, 16, 24]), progress=False, init=base)
 
 
 def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):

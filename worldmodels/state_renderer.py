@@ -341,16 +341,52 @@ def held_out_video(model: StateRenderer, traj: Any, episodes: list[int] | np.nda
     return write_video(path, grid(tiles, ncols=2), fps=10, scale=3)
 
 
+def _architecture(c: StateRendererConfig) -> dict[str, Any]:
+    """What a renderer's weights and drawing depend on (a fine-tune keeps it): the config less the fit's knobs."""
+    fit_knobs = {"steps", "batch_size", "lr", "anchor_first_prob", "changed_weight", "test_fraction", "seed"}
+    return {k: v for k, v in dataclasses.asdict(c).items() if k not in fit_knobs}
+
+
+def _weights_digest(model: StateRenderer) -> str:
+    """A short hash of a renderer's weights and buffers (which renderer a fine-tune's checkpoint started from)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _episode_probabilities(weights: np.ndarray | None, n_ep: int, train_eps: np.ndarray) -> np.ndarray | None:
+    """The draw probability of each training episode (len(train_eps),) from per-episode ``weights`` (n_ep,);
+    None for None (uniform draws, as a fit without weights always made)."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, np.float64)
+    if w.shape != (n_ep,) or not np.isfinite(w).all() or (w < 0).any():
+        raise ConfigError(f"state_renderer episode_weights of shape {w.shape}: expected ({n_ep},) finite, >= 0")
+    w = w[train_eps]
+    if not w.sum() > 0:
+        raise ConfigError("state_renderer episode_weights: every training episode has weight 0")
+    return w / w.sum()
+
+
 def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, progress: bool = True,
                        device: str | torch.device | None = None, run_dir: str | Path | None = None,
-                       checkpoint_every: int = 250) -> tuple[StateRenderer, dict[str, Any]]:
+                       checkpoint_every: int = 250, init: StateRenderer | None = None,
+                       episode_weights: np.ndarray | None = None) -> tuple[StateRenderer, dict[str, Any]]:
     """Fit a :class:`StateRenderer` on ``traj`` (``wmrl.data.Trajectories`` with ``env_states``) on ``device``
     (None: the CPU; the batches are drawn on the CPU either way, so a seed draws the same ones). Returns
     (the model in eval mode, on ``device``; metrics: held-out PSNR and the anchor's, wall time). Raises
     NonFiniteError when the loss turns NaN/Inf. ``run_dir``: a run folder (:class:`wmrl.runs.RunDir`: the
     config, the loss in ``metrics.jsonl`` every 100 steps, a checkpoint every ``checkpoint_every`` steps);
     a fit started there before goes on from its last checkpoint, and gives the weights an uninterrupted fit
-    gives on the CPU. CheckpointError when that checkpoint was written for another config."""
+    gives on the CPU. CheckpointError when that checkpoint was written for another config (or init).
+    ``init``: a fitted renderer to fine-tune (its weights, projection and normalisation kept; ``config``'s
+    ``steps`` and ``lr`` are the fine-tune's, its architecture must be ``init``'s); None: a fit from scratch.
+    ``episode_weights`` (E,) >= 0: how often each of ``traj``'s episodes is drawn for a batch, relative to the
+    others (None: all alike), e.g. the policy's own rollouts weighted up beside the demos."""
     from tqdm.auto import tqdm
 
     from wmrl.devices import resolve_device
@@ -358,7 +394,10 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     from worldmodels.modeling_common import to_unit
 
     dev = resolve_device(device)
-    c = config or StateRendererConfig(image_size=int(traj.images.shape[1]))
+    c = config or (init.config if init is not None else StateRendererConfig(image_size=int(traj.images.shape[1])))
+    if init is not None and _architecture(c) != _architecture(init.config):
+        raise ConfigError(f"state_renderer fine-tune config {_architecture(c)} differs from the fitted renderer's "
+                          f"{_architecture(init.config)}; only steps, batch_size, lr and the sampling may change")
     t0 = time.time()
     proprio, objs = scene_arrays(traj, c)
     rng = np.random.default_rng(c.seed)
@@ -369,16 +408,21 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     perm = rng.permutation(n_ep)
     n_test = max(1, int(round(c.test_fraction * n_ep))) if c.test_fraction > 0 else 0
     test_eps, train_eps = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    p_train = _episode_probabilities(episode_weights, n_ep, train_eps)
     torch.manual_seed(c.seed)
     model = StateRenderer(c)
     tr_rows = np.concatenate([np.arange(lo, hi) for lo, hi in bounds[train_eps]])
-    coef = fit_scene_projection(traj.images[tr_rows], proprio[tr_rows], objs[tr_rows], c)
-    model.projection.copy_(torch.as_tensor(coef, dtype=torch.float32))
-    f = proprio[tr_rows, c.finger_dim]
-    z = proprio[tr_rows, c.tcp_dims[2]]
-    model.finger_stats.copy_(torch.tensor([f.mean(), max(f.std(), 1e-3)]))
-    model.height_stats.copy_(torch.tensor([z.mean(), max(z.std(), 1e-3)]))
+    if init is not None:  # the fitted weights, projection and normalisation as they are
+        model.load_state_dict(init.state_dict())
+    else:
+        coef = fit_scene_projection(traj.images[tr_rows], proprio[tr_rows], objs[tr_rows], c)
+        model.projection.copy_(torch.as_tensor(coef, dtype=torch.float32))
+        f = proprio[tr_rows, c.finger_dim]
+        z = proprio[tr_rows, c.tcp_dims[2]]
+        model.finger_stats.copy_(torch.tensor([f.mean(), max(f.std(), 1e-3)]))
+        model.height_stats.copy_(torch.tensor([z.mean(), max(z.std(), 1e-3)]))
     model.to(dev)
+    init_digest = None if init is None else _weights_digest(init)
     ep_lo, ep_len = bounds[train_eps, 0], bounds[train_eps, 1] - bounds[train_eps, 0]
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=1e-4)
     warm = max(1, c.steps // 20)  # linear warm-up, then cosine decay
@@ -395,9 +439,11 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
         except Exception as e:  # a missing, cut or foreign file: one line, the run folder left as it is
             raise CheckpointError(f"{ckpt / TRAINER_STATE_NAME} is missing or corrupt ({type(e).__name__}); "
                                   f"remove {ckpt} to go on from the checkpoint before it") from None
-        if not isinstance(state, dict) or state.get("config") != dataclasses.asdict(c):
-            raise CheckpointError(f"{ckpt} was written for another state-renderer config; fit this one in a new "
-                                  f"folder or remove {run.checkpoints}")
+        if not isinstance(state, dict) or state.get("config") != dataclasses.asdict(c) or (
+            state.get("init") != init_digest
+        ):
+            raise CheckpointError(f"{ckpt} was written for another state-renderer config or starting renderer; fit "
+                                  f"this one in a new folder or remove {run.checkpoints}")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
@@ -405,7 +451,7 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
         start, elapsed_before, last_loss = RunDir.step_of(ckpt), float(state["elapsed"]), float(state["loss"])
 
     def save(step: int) -> None:
-        state = {"config": dataclasses.asdict(c), "model": model.state_dict(), "opt": opt.state_dict(),
+        state = {"config": dataclasses.asdict(c), "init": init_digest, "model": model.state_dict(), "opt": opt.state_dict(),
                  "sched": sched.state_dict(), "rng": rng.bit_generator.state, "loss": loss_v,
                  "elapsed": elapsed_before + time.time() - t0}
         run.save_checkpoint(step, lambda tmp: torch.save(state, tmp / TRAINER_STATE_NAME))
@@ -414,7 +460,8 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     bar = tqdm(range(start, c.steps), initial=start, total=c.steps, desc="state renderer", disable=not progress)
     loss_v = last_loss  # the loss last logged (a resumed fit's: its checkpoint's)
     for step in bar:
-        e = rng.integers(len(train_eps), size=c.batch_size)
+        e = rng.integers(len(train_eps), size=c.batch_size) if p_train is None else rng.choice(
+            len(train_eps), size=c.batch_size, p=p_train)
         tgt = ep_lo[e] + rng.integers(ep_len[e])
         anc = np.where(rng.random(c.batch_size) < c.anchor_first_prob, ep_lo[e], ep_lo[e] + rng.integers(ep_len[e]))
         img_a = to_unit(torch.from_numpy(traj.images[anc]).to(dev))
@@ -439,6 +486,7 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     metrics: dict[str, Any] = {"train_frames": int(len(tr_rows)), "train_episodes": int(len(train_eps)),
                                "test_episodes": int(len(test_eps)), "test_episode_indices": test_eps.tolist(),
                                "final_loss": loss_v,
+                               **({"fine_tuned": True} if init is not None else {}),
                                "parameters": int(sum(p.numel() for p in model.parameters()))}
     if len(test_eps):
         metrics.update(evaluate_state_renderer(model, traj, test_eps))
