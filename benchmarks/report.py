@@ -829,6 +829,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _pairs(d, ["rb - sm", "rw1 - w1", "rwL - wL", "rwL - rw1", "rwL - real", "rbH - smH", "rwLH - wLH",
                           "rwLH - sft", "rwLH - realH"]),
      ""),
+    ("fixed_starts_s55_real27.json", "same pools, real GRPO for 27 iterations (the fine-tuned lines' real budget "
+     "after round 1, about 78k steps; the pixel arms copied): on the pool / held out", _real_pool, ""),
+    ("fixed_starts_s55_real42.json", "same, real GRPO for 42 iterations (the lines' budget after round 2, about "
+     "119k steps)", _real_pool, ""),
+    ("paired_pool_s61.json", "the s55 pools paired start by start, each fine-tuned line against real GRPO at its own "
+     "real budget (benchmarks.paired_arms; w / rw: the line drawn by the simulator / by the learned renderer, the "
+     "digit its round; real27 / real42: real GRPO 27 / 42 it; H: held out): differences [95% CI]",
+     lambda d: _pairs(d, ["w1 - real27", "rw1 - real27", "w2 - real42", "rw2 - real42", "real42 - sft_pool",
+                          "w1H - real27H", "rw1H - real27H", "w2H - real42H", "rw2H - real42H"]),
+     "imagination >= real RL at the same budget"),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
