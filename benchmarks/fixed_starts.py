@@ -7,7 +7,8 @@ Usage::
         [--state-models od_boot_100 od_boot_101 od_boot_102 [--real-steps 24] [--max-disagreement 0.025]
          [--train-on all|branch|prefix] [--renderer NAME]
          [--coevolution-rounds R [--data-control] [--gate-control METRES]
-          [--warm-refit STEPS [--warm-refit-lr LR] [--warm-refit-failure-weight W] [--warm-refit-data all|latest]]
+          [--warm-refit STEPS [--warm-refit-lr LR] [--warm-refit-failure-weight W] [--warm-refit-data all|latest]
+           [--warm-refit-renderer STEPS]]
           [--lines LINE ...]]]
         [--work runs/fixed_starts] --out FILE.json
     python -m benchmarks.fixed_starts --quick --out FILE.json   # after benchmarks.imagination_lift --quick
@@ -63,6 +64,9 @@ model, IDM and SFT policy):
   ``--warm-refit-failure-weight W`` draws the line's failed pool rollouts W times as often in those fine-tunes (the
   issue's "failures weighted up", as the main job's co-evolution does; default 1: as often as the rest);
   ``--warm-refit-data latest`` fine-tunes on the demos plus the newest round's rollouts only.
+  ``--warm-refit-renderer STEPS`` (with ``--renderer``) fine-tunes the line's learned renderer too, each round
+  (round 1: the fitted one), for ``STEPS`` steps on the demos plus the newest round's pool rollouts (with their
+  frames; half the draws, failures weighted as the state models'): the drawing co-evolves with the dynamics.
   ``--lines LINE ...`` runs only some of the lines (e.g. more rounds of ``sm_warm`` alone, resumed from a work
   folder whose other lines stop earlier).
 * **Scores.** Every policy's mean action on the pool, and (unless ``--no-held-out``) the run's own
@@ -104,6 +108,9 @@ GATE_CONTROL_ARM = "sm_gate"
 # on the demos plus the line's pool rollouts (World-VLA-Loop's fine-tune, instead of a fit from scratch)
 WARM_REFIT_ARM = "sm_warm"
 WARM_REFIT_LR = 3e-4  # --warm-refit's default peak learning rate (cosine to 0; a fit from scratch starts at 1e-3)
+# --warm-refit-renderer: the renderer's fine-tune, peak learning rate (cosine to 0; its fit starts at 2e-3) and the
+# share of its draws from the newest pool rollouts (the rest: the demos)
+RENDERER_REFIT_LR, RENDERER_REFIT_SHARE = 5e-4, 0.5
 # --quick's tiny ensemble (names in the result's state_model_arm; folders: quick_member_dir)
 QUICK_MEMBERS = ("quick", "quick_b")
 QUICK_GATE_CONTROL = 0.035  # --quick's gate control (metres), the full runs' setting
@@ -119,16 +126,21 @@ class WarmRefit:
     """The fine-tuned co-evolution line's recipe (``--warm-refit`` and its options): each round its previous state
     models are fine-tuned for ``steps`` steps from learning rate ``lr`` (cosine to 0) on the demos plus its pool
     rollouts: all of them so far (``data="all"``) or the newest round's only (``"latest"``), failed ones drawn
-    ``failure_weight`` times as often."""
+    ``failure_weight`` times as often. ``renderer_steps`` > 0: the line's learned renderer (a world drawn by one)
+    is fine-tuned as well, for that many steps each round on the demos plus the newest round's rollouts
+    (:func:`worldmodels.state_renderer.fine_tune_state_renderer`, ``RENDERER_REFIT_LR``, ``RENDERER_REFIT_SHARE``)."""
 
     steps: int
     lr: float = WARM_REFIT_LR
     failure_weight: float = 1.0
     data: str = "all"
+    renderer_steps: int = 0
 
     def problems(self) -> list[str]:
         """What is wrong with it (one phrase each; empty when it is usable)."""
         out = [] if self.steps >= 1 else [f"steps {self.steps} must be >= 1"]
+        if self.renderer_steps < 0:
+            out.append(f"renderer_steps {self.renderer_steps} must be >= 0")
         if not (math.isfinite(self.lr) and self.lr > 0):
             out.append(f"lr {self.lr} must be > 0")
         if not (math.isfinite(self.failure_weight) and self.failure_weight > 0):
@@ -152,7 +164,8 @@ class WarmRefit:
         """As a result records it (options at their defaults left out, so older work folders resume)."""
         return {"steps": int(self.steps), "lr": float(self.lr),
                 **({"failure_weight": float(self.failure_weight)} if self.failure_weight != 1.0 else {}),
-                **({"data": self.data} if self.data != "all" else {})}
+                **({"data": self.data} if self.data != "all" else {}),
+                **({"renderer_steps": int(self.renderer_steps)} if self.renderer_steps else {})}
 
 
 def configured_lines(data_control: bool = False, gate_control: bool = False, warm_refit: bool = False) -> tuple[str, ...]:
@@ -412,6 +425,25 @@ def refit_state_models(
     return new
 
 
+def refit_renderer(demos: Any, renderer_dir: Path, rollouts: Any | None, weights: np.ndarray, out: Path, steps: int,
+                   replay: Any) -> Path:
+    """The learned renderer in ``renderer_dir`` fine-tuned (:func:`worldmodels.state_renderer.fine_tune_state_renderer`,
+    ``RENDERER_REFIT_LR``, ``RENDERER_REFIT_SHARE``) for ``steps`` steps on the ``demos`` (with frames; may be a
+    function returning them) plus a round's pool ``rollouts`` (with frames; None: ``replay()`` plays them again,
+    the policy's mean action from the same starts) drawn by their episode ``weights``, saved to ``out`` (a finished
+    one there is kept, a fine-tune stopped half way goes on from its checkpoint in ``out/fit``); ``out``."""
+    from worldmodels.state_renderer import StateRenderer, fine_tune_state_renderer
+
+    if not (out / "config.json").is_file():  # written last
+        rollouts = replay() if rollouts is None else rollouts
+        model, metrics = fine_tune_state_renderer(
+            StateRenderer.from_pretrained(renderer_dir), demos() if callable(demos) else demos,
+            rollouts.with_weights(np.asarray(weights, np.float32)), steps, RENDERER_REFIT_LR, RENDERER_REFIT_SHARE,
+            run_dir=out / "fit")
+        model.save_pretrained(out, {**metrics, "fine_tuned_from": str(renderer_dir)})
+    return out
+
+
 def _arm_stats(hist: list[dict], t_arm: float) -> dict[str, Any]:
     """What a result records of one RL arm's history (``t_arm``: its start, ``time.perf_counter``)."""
     return {
@@ -531,6 +563,9 @@ def run_one(
         problems = warm_refit.problems() or ([] if coevolution_rounds else ["needs coevolution_rounds >= 1"])
         if problems:
             raise WmrlError(f"{warm_refit}: {'; '.join(problems)} (it is a line of each co-evolution round)")
+        if warm_refit.renderer_steps and not renderer:
+            raise WmrlError(f"{warm_refit}: renderer_steps={warm_refit.renderer_steps} fine-tunes the learned renderer "
+                            "that draws the line's world; it needs a renderer")
     configured = configured_lines(data_control, gate_control is not None, bool(warm_refit))
     if only_lines is not None and not (coevolution_rounds and only_lines and set(only_lines) <= set(configured)):
         raise WmrlError(f"only_lines={list(only_lines)}: expected some of the configured lines {', '.join(configured)} "
@@ -561,6 +596,7 @@ def run_one(
     arms: dict[str, Any] = {}
     quick_fit_steps = 0.0
     dirs: list[Path] = []  # the sm_branch arm's state models (none without that arm)
+    drawer: Path | None = None  # and its learned renderer (None: the simulator draws)
     for arm in ARMS + ((STATE_MODEL_ARM,) if sm_arm else ()):
         out = work / arm
         t_arm = time.perf_counter()
@@ -575,7 +611,6 @@ def run_one(
                 dirs, quick_fit_steps = [d for d, _ in fits], fits[0][1]  # both members fit the same episodes
             else:
                 dirs = [state_model_dir(src, n) for n in state_models]
-            drawer = None
             if renderer and quick_state_model:
                 from benchmarks.state_model_ranking import fit_quick_renderer
 
@@ -599,11 +634,13 @@ def run_one(
     # its frames (Trajectories.without_frames; at round 5 of a 96-start pool at 64 px, a worker's peak memory
     # for these datasets and a refit's concatenation fell from 2.3 to 1.3 GB)
     demos = functools.cache(lambda: load_trajectories(src / "data").without_frames())
+    demos_framed = functools.cache(lambda: load_trajectories(src / "data"))  # a renderer fine-tune's (read if one runs)
     expert_rollouts: list[Any] = []  # the data control's extra expert pool episodes so far
     expert_steps = 0.0
     expert_success: list[float] = []  # the expert's success on the pool, by round (what the control refits on)
     warm_rollouts: list[Any] = []  # the pool rollouts the warm-refit line's last fine-tune read (WarmRefit.fine_tune_data)
     warm_dirs = dirs  # the warm-refit line's state models: round r fine-tunes round r - 1's
+    warm_drawer = drawer  # and its renderer (with renderer_steps: round r fine-tunes round r - 1's)
     lines = tuple(k for k in configured_lines(data_control, gate_control is not None, bool(warm_refit))
                   if only_lines is None or k in only_lines)
     gate = sm_arm["max_disagreement"] if sm_arm else None
@@ -617,9 +654,9 @@ def run_one(
             del traj  # its frames
             rollouts.append(played[prev["sm_coevo"]][0])
             worlds.append((coevo, "sm_coevo", refit_state_models(demos, dirs, rollouts, work / coevo / "state_models"),
-                           gate))
+                           gate, drawer))
         if "sm_more" in lines:
-            worlds.append((more, "sm_more", dirs, gate))
+            worlds.append((more, "sm_more", dirs, gate, drawer))
         if DATA_CONTROL_ARM in lines:
             noise = [float(x) for x in cfg.demos.noise]
             traj, st = play_expert_pool(task_ids, seeds, env_kwargs, noise, seed=rl_seeds(cfg, rl_seed)[1] + 7919 * r)
@@ -629,22 +666,30 @@ def run_one(
             expert_success.append(float(st["success_rate"]))
             name = f"{DATA_CONTROL_ARM}_{r}"
             worlds.append((name, DATA_CONTROL_ARM,
-                           refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models"), gate))
+                           refit_state_models(demos, dirs, expert_rollouts, work / name / "state_models"), gate, drawer))
         if GATE_CONTROL_ARM in lines:
-            worlds.append((f"{GATE_CONTROL_ARM}_{r}", GATE_CONTROL_ARM, dirs, float(gate_control)))
+            worlds.append((f"{GATE_CONTROL_ARM}_{r}", GATE_CONTROL_ARM, dirs, float(gate_control), drawer))
         if WARM_REFIT_ARM in lines:
             name = f"{WARM_REFIT_ARM}_{r}"
+            framed = None  # the round's pool rollouts with their frames, if the renderer's fine-tune reads them
             if prev[WARM_REFIT_ARM] not in played:  # round 1 starts from sm_branch, played above if sm_coevo runs
                 traj, st = play_pool(load_policy(policies[prev[WARM_REFIT_ARM]]), task_ids, seeds, env_kwargs)
                 played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
+                framed = traj if warm_refit.renderer_steps else None
                 del traj
             warm_rollouts = warm_refit.fine_tune_data(warm_rollouts, played[prev[WARM_REFIT_ARM]][0])
             warm_dirs = refit_state_models(demos, warm_dirs, warm_rollouts, work / name / "state_models",
                                            fine_tune=(warm_refit.steps, warm_refit.lr))
-            worlds.append((name, WARM_REFIT_ARM, warm_dirs, gate))
-        for name, kind, world_dirs, world_gate in worlds:
+            if warm_refit.renderer_steps:
+                warm_drawer = refit_renderer(demos_framed, warm_drawer, framed, warm_rollouts[-1].episode_weights,
+                                             work / name / "renderer", warm_refit.renderer_steps,
+                                             lambda p=policies[prev[WARM_REFIT_ARM]]: play_pool(
+                                                 load_policy(p), task_ids, seeds, env_kwargs)[0])
+            del framed
+            worlds.append((name, WARM_REFIT_ARM, warm_dirs, gate, warm_drawer))
+        for name, kind, world_dirs, world_gate, world_drawer in worlds:
             t_arm = time.perf_counter()
-            make = state_model_world(world_dirs, sm_arm["real_steps"], world_gate, train_on, drawer)
+            make = state_model_world(world_dirs, sm_arm["real_steps"], world_gate, train_on, world_drawer)
             hist = real_arm(src, cfg, starts, real_iterations, work / name, progress, rl_seed, world=make,
                             policy_dir=policies[prev[kind]])
             policies[name] = work / name / "policy"
@@ -787,6 +832,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm-refit-data", choices=WARM_REFIT_DATA, default="all",
                    help="--warm-refit's fine-tunes read the demos plus all the line's pool rollouts so far (all, the "
                    "default) or only the newest round's (latest)")
+    p.add_argument("--warm-refit-renderer", type=int, default=0, metavar="STEPS",
+                   help="with --warm-refit and --renderer: each round also fine-tunes the line's learned renderer "
+                   "(round 1: the fitted one) for STEPS steps on the demos plus the newest round's pool rollouts "
+                   f"(half the draws; lr {RENDERER_REFIT_LR}, cosine) (default 0: the renderer as fitted)")
     p.add_argument("--lines", nargs="+", default=None, metavar="LINE",
                    help="with --coevolution-rounds: run only these co-evolution lines (sm_coevo, sm_more, and the "
                    "configured controls' sm_demos, sm_gate, sm_warm; default: all), e.g. more rounds of one line "
@@ -850,6 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.warm_refit_data != "all" and a.warm_refit is None:
         raise WmrlError(f"--warm-refit-data {a.warm_refit_data} chooses --warm-refit's data; it needs --warm-refit "
                         "STEPS (and --coevolution-rounds >= 1)")
+    if a.warm_refit_renderer and not (a.warm_refit is not None and a.renderer is not None and a.warm_refit_renderer > 0):
+        raise WmrlError(f"--warm-refit-renderer {a.warm_refit_renderer} must be >= 1 steps, and fine-tunes the renderer "
+                        "of the --warm-refit line's world: it needs --warm-refit STEPS and --renderer NAME")
     if a.quick and a.coevolution_rounds and a.gate_control is None:
         a.gate_control = QUICK_GATE_CONTROL
     configured = configured_lines(a.data_control, a.gate_control is not None, a.warm_refit is not None)
@@ -886,7 +938,8 @@ def main(argv: list[str] | None = None) -> int:
                      tuple(a.state_models), a.real_steps, a.max_disagreement, a.quick, a.train_on, a.renderer,
                      a.coevolution_rounds, a.data_control, a.gate_control,
                      None if a.warm_refit is None else WarmRefit(a.warm_refit, a.warm_refit_lr,
-                                                                 a.warm_refit_failure_weight, a.warm_refit_data),
+                                                                 a.warm_refit_failure_weight, a.warm_refit_data,
+                                                                 a.warm_refit_renderer),
                      None if a.lines is None else tuple(dict.fromkeys(a.lines)))
     results: dict[str, dict] = {}
     run_pairs(_one, {(k,): v for k, v in jobs.items()}, a.jobs, not a.no_progress, "",

@@ -28,7 +28,6 @@ fine-tune (``test_failed_before.mp4``) and after (``test_failed_after.mp4``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -74,8 +73,8 @@ def run_one(src: Path, work: Path, policy_work: Path, key: str, renderer: str | 
     from benchmarks.fixed_starts import play_pool, pool_starts, rl_seeds
     from imagination.pipeline import run_config_of, run_env_kwargs
     from policies import load_policy
-    from wmrl.data import Trajectories, load_trajectories
-    from worldmodels.state_renderer import StateRenderer, fit_state_renderer, held_out_video
+    from wmrl.data import load_trajectories
+    from worldmodels.state_renderer import StateRenderer, fine_tune_state_renderer, held_out_video
 
     t0 = time.perf_counter()
     out = work / key
@@ -104,13 +103,10 @@ def run_one(src: Path, work: Path, policy_work: Path, key: str, renderer: str | 
     test_roll, test_stats = play_pool(load_policy(test_dir), task_ids, seeds, env_kwargs)
     before = scores(model, demos, demo_test, test_roll)
 
-    train_demos = demos.select_episodes(np.setdiff1d(np.arange(demos.num_episodes), demo_test))
-    data = Trajectories.concat([train_demos, fit_roll])
-    n_d, n_r = train_demos.num_episodes, fit_roll.num_episodes
-    weights = np.concatenate([np.full(n_d, (1.0 - rollout_share) / n_d), np.full(n_r, rollout_share / n_r)])
-    config = dataclasses.replace(model.config, steps=steps, lr=lr, batch_size=batch_size, test_fraction=0.0)
-    tuned, fit_metrics = fit_state_renderer(data, config, progress=progress, run_dir=out / "renderer_ft" / "fit",
-                                            init=model, episode_weights=weights)
+    tuned, fit_metrics = fine_tune_state_renderer(model, demos, fit_roll, steps, lr, rollout_share, batch_size,
+                                                  skip_demo_episodes=demo_test, progress=progress,
+                                                  run_dir=out / "renderer_ft" / "fit")
+    n_d, n_r = demos.num_episodes - len(demo_test), fit_roll.num_episodes
     tuned.save_pretrained(out / "renderer_ft", {**fit_metrics, "fine_tuned_from": str(base_dir)})
     after = scores(tuned, demos, demo_test, test_roll)
     failed = np.flatnonzero(~np.asarray(test_roll.episode_success, bool))[:6]

@@ -1967,3 +1967,38 @@ def test_a_failing_world_model_stops_the_background_sft(tmp_path, monkeypatch):
         load_run_config(["+sft.bogus=1"], "run_quick")
     with pytest.raises(ConfigError, match="world_model_train.bogus"):
         load_run_config(["+world_model_train.bogus=1"], "run_quick")
+
+
+@pytest.mark.slow
+def test_the_warm_line_fine_tunes_its_renderer_each_round_and_draws_that_rounds_world_with_it(quick_run, tmp_path,
+                                                                                             monkeypatch):
+    """benchmarks.fixed_starts with ``WarmRefit(renderer_steps=...)`` in a renderer-drawn world: each round of the
+    fine-tuned line fine-tunes the previous round's renderer (round 1: the fitted one) on the round's pool
+    rollouts, and GRPO in that round's world reads frames drawn by it, while the branched world keeps the
+    fitted renderer; a second call returns the written result."""
+    import benchmarks.fixed_starts as fs
+
+    rd, _ = quick_run
+    drawn_by: list[Path | None] = []
+    make_world = fs.state_model_world
+
+    def recording(*args, **kw):
+        drawn_by.append(args[4] if len(args) > 4 else kw.get("renderer_dir"))
+        return make_world(*args, **kw)
+
+    monkeypatch.setattr(fs, "state_model_world", recording)
+    work = tmp_path / "fs"
+    recipe = fs.WarmRefit(5, renderer_steps=4)
+    res = fs.run_one(rd, work, 4, 1, 1, held_out=False, quick_state_model=True, renderer="quick",
+                     coevolution_rounds=2, warm_refit=recipe, only_lines=("sm_warm",), progress=False)
+    assert drawn_by == [work / "renderer_quick", work / "sm_warm_1" / "renderer", work / "sm_warm_2" / "renderer"]
+    assert res["state_model_arm"]["warm_refit"] == {"steps": 5, "lr": fs.WARM_REFIT_LR, "renderer_steps": 4}
+    weights = {}
+    for prev, d in zip(drawn_by, drawn_by[1:], strict=False):
+        meta = json.loads((d / "config.json").read_text())["metrics"]
+        assert meta["fine_tuned"] and meta["fine_tuned_from"] == str(prev), meta
+        weights[d] = (d / "model.safetensors").read_bytes()
+    assert len(set(weights.values())) == 2 and (work / "renderer_quick" / "model.safetensors").read_bytes() not in set(
+        weights.values())
+    assert fs.run_one(rd, work, 4, 1, 1, held_out=False, quick_state_model=True, renderer="quick",
+                      coevolution_rounds=2, warm_refit=recipe, only_lines=("sm_warm",), progress=False) == res

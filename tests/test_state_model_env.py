@@ -677,9 +677,10 @@ def test_warm_refit_recipe_names_its_problems_and_records_only_what_differs_from
     assert WarmRefit(1000).record() == {"steps": 1000, "lr": 3e-4}
     assert WarmRefit(1000, 3e-4, 3.0, "latest").record() == {"steps": 1000, "lr": 3e-4, "failure_weight": 3.0,
                                                              "data": "latest"}
-    assert WarmRefit(0, float("nan"), 0.0, "newest").problems() == [
-        "steps 0 must be >= 1", "lr nan must be > 0", "failure_weight 0.0 must be > 0",
-        "data 'newest' must be one of all, latest"]
+    assert WarmRefit(1000, renderer_steps=200).record() == {"steps": 1000, "lr": 3e-4, "renderer_steps": 200}
+    assert WarmRefit(0, float("nan"), 0.0, "newest", -1).problems() == [
+        "steps 0 must be >= 1", "renderer_steps -1 must be >= 0", "lr nan must be > 0",
+        "failure_weight 0.0 must be > 0", "data 'newest' must be one of all, latest"]
 
 
 def _pool_rollouts(outcomes: str, length: int = 3):
@@ -746,6 +747,10 @@ def test_fixed_starts_sm_branch_options_give_one_line_errors_before_any_work(tmp
         (["--quick", "--warm-refit-failure-weight", "0"], r"--warm-refit-failure-weight 0.0 must be a number > 0"),
         (["--quick", "--coevolution-rounds", "0", "--warm-refit-data", "latest"],
          r"--warm-refit-data latest chooses --warm-refit's data; it needs --warm-refit STEPS"),
+        (["--quick", "--warm-refit-renderer", "10"],
+         r"--warm-refit-renderer 10 must be >= 1 steps, .* it needs --warm-refit STEPS and --renderer NAME"),
+        (["--quick", "--renderer", "quick", "--warm-refit", "5", "--warm-refit-renderer", "-2"],
+         r"--warm-refit-renderer -2 must be >= 1 steps"),
         (["--quick", "--lines", "sm_warm", "sm_boost"],
          r"--lines sm_warm sm_boost: expected some of this run's co-evolution lines sm_coevo, sm_more, sm_demos, "
          r"sm_gate, sm_warm"),

@@ -146,6 +146,31 @@ def test_a_fine_tune_starts_from_the_fitted_renderer_and_learns_the_episodes_it_
         fit_state_renderer(data, replace(tune, channels=[8, 16, 16, 24]), progress=False, init=base)
 
 
+def test_fine_tune_on_rollouts_draws_them_their_share_by_their_weights_and_leaves_out_the_skipped_demos(data,
+                                                                                                        monkeypatch):
+    import worldmodels.state_renderer as sr
+
+    seen = {}
+    monkeypatch.setattr(sr, "fit_state_renderer", lambda traj, config, **kw: seen.update(traj=traj, config=config, **kw))
+    base = StateRenderer(_config())
+    demos, rollouts = data.select_episodes(np.arange(10)), data.select_episodes(np.arange(10, 16))
+    rollouts = rollouts.with_weights(np.array([1, 1, 3, 3, 1, 1], np.float32))
+    sr.fine_tune_state_renderer(base, demos, rollouts, 7, 1e-4, rollout_share=0.4, skip_demo_episodes=[2, 5])
+    w = seen["episode_weights"]
+    assert seen["traj"].num_episodes == 14 and seen["init"] is base and seen["run_dir"] is None
+    assert (seen["config"].steps, seen["config"].lr, seen["config"].test_fraction) == (7, 1e-4, 0.0)
+    np.testing.assert_allclose(w[:8], 0.6 / 8)
+    np.testing.assert_allclose(w[8:], 0.4 * np.array([1, 1, 3, 3, 1, 1]) / 10)
+    lengths = np.diff(demos.episode_bounds, axis=1).ravel()
+    assert seen["traj"].num_frames == lengths.sum() - lengths[[2, 5]].sum() + rollouts.num_frames
+    lo, hi = demos.episode_bounds[3]  # the third demo episode the fine-tune reads
+    np.testing.assert_array_equal(seen["traj"].images[slice(*seen["traj"].episode_bounds[2])], demos.images[lo:hi])
+    with pytest.raises(ConfigError, match=r"rollout_share=1.0: expected a share in \(0, 1\)"):
+        sr.fine_tune_state_renderer(base, demos, rollouts, 7, 1e-4, rollout_share=1.0)
+    with pytest.raises(DatasetError, match="needs demos and rollouts; got 10 demo and 6 rollout episodes"):
+        sr.fine_tune_state_renderer(base, demos, rollouts.with_weights(np.zeros(6)), 7, 1e-4)
+
+
 def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
     with pytest.raises(DatasetError, match="needs the dataset's observation.environment_state"):
         fit_state_renderer(replace(data, env_states=None), _config(steps=1), progress=False)

@@ -496,6 +496,33 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
     return model, metrics
 
 
+def fine_tune_state_renderer(model: StateRenderer, demos: Any, rollouts: Any, steps: int, lr: float,
+                             rollout_share: float = 0.5, batch_size: int | None = None,
+                             skip_demo_episodes: list[int] | np.ndarray = (), progress: bool = False,
+                             run_dir: str | Path | None = None) -> tuple[StateRenderer, dict[str, Any]]:
+    """``model`` fine-tuned (:func:`fit_state_renderer` with ``init``) for ``steps`` steps from learning rate ``lr``
+    (warm-up, cosine to 0) on the ``demos`` (less ``skip_demo_episodes``, e.g. those its fit held out) plus the
+    policy's ``rollouts`` (``wmrl.data.Trajectories`` with frames and environment states), the rollouts drawn
+    ``rollout_share`` of the time, each by its ``episode_weights`` (e.g. failures weighted up). Returns (the
+    fine-tuned model, the fit's metrics: no held-out score, every episode trains)."""
+    from wmrl.data import Trajectories
+
+    if not 0.0 < rollout_share < 1.0:
+        raise ConfigError(f"state_renderer rollout_share={rollout_share}: expected a share in (0, 1)")
+    skip = np.asarray(skip_demo_episodes, np.int64)
+    train_demos = demos.select_episodes(np.setdiff1d(np.arange(demos.num_episodes), skip)) if len(skip) else demos
+    n_d = train_demos.num_episodes
+    w_r = np.asarray(rollouts.episode_weights, np.float64)
+    if n_d < 1 or rollouts.num_episodes < 1 or not w_r.sum() > 0:
+        raise DatasetError(f"a renderer fine-tune needs demos and rollouts; got {n_d} demo and "
+                           f"{rollouts.num_episodes} rollout episodes (rollout weights sum {w_r.sum():g})")
+    weights = np.concatenate([np.full(n_d, (1.0 - rollout_share) / n_d), rollout_share * w_r / w_r.sum()])
+    config = dataclasses.replace(model.config, steps=int(steps), lr=float(lr), test_fraction=0.0,
+                                 batch_size=int(batch_size or model.config.batch_size))
+    return fit_state_renderer(Trajectories.concat([train_demos, rollouts]), config, progress=progress,
+                              device=model.device, run_dir=run_dir, init=model, episode_weights=weights)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m worldmodels.state_renderer", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="LeRobotDataset folder (e.g. RUN/data)")
