@@ -195,6 +195,19 @@ def _warm_line(d: dict) -> str:
     return f"pool {pool}; last round {_fixed_starts_arm(d, arms[-1])}"
 
 
+def _renderer_shift(d: dict) -> str:
+    """A renderer_shift.json: PSNR before -> after the fine-tune (mean over runs; the gain per run) on the held-out
+    demos, the test policy's pool rollouts and their failed ones, with the anchor frame's PSNR."""
+    parts = []
+    for key, label in (("demos_held_out", "held-out demos"), ("rollouts", "rollouts"), ("rollouts_failed", "failed")):
+        v = (d.get("summary") or {}).get(key)
+        if v:
+            per = " / ".join(f"{g:+.2f}" for g in v["gain_db_by_run"])
+            parts.append(f"{label} {v['before_psnr_db']:.2f} -> {v['after_psnr_db']:.2f} dB ({per}; anchor "
+                         f"{v['anchor_psnr_db']:.1f})")
+    return "; ".join(parts) or "not run"
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -839,6 +852,19 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _pairs(d, ["w1 - real27", "rw1 - real27", "w2 - real42", "rw2 - real42", "real42 - sft_pool",
                           "w1H - real27H", "rw1H - real27H", "w2H - real42H", "rw2H - real42H"]),
      "imagination >= real RL at the same budget"),
+    ("fixed_starts_s55_k12_rendft.json", "same pools, the renderer-drawn fine-tuned line with its renderer fine-tuned "
+     "too each round (--warm-refit-renderer 500: the demos plus the round's pool rollouts, half the draws; the "
+     "branched world and base arms copied from session 60): real GRPO / branched world / each round, on the pool; "
+     "its last round on the pool / held out", _warm_line, ""),
+    ("paired_pool_s61_rft.json", "the s55 pools paired start by start (benchmarks.paired_arms; rf1: round 1 of the "
+     "line whose renderer is fine-tuned; rw1 / w1: round 1 drawn by the renderer as fitted / by the simulator; "
+     "real27: real GRPO at the same real budget; H: held out): differences [95% CI]",
+     lambda d: _pairs(d, ["rf1 - rw1", "rf1 - w1", "rf1 - real27", "rf1H - rw1H", "rf1H - w1H", "rf1H - real27H"]),
+     ""),
+    ("renderer_shift_s61.json", "the s55 runs' learned renderers on the renderer-drawn line's own pool rollouts "
+     "(benchmarks.renderer_shift; drawn from each episode's real first frame): PSNR before -> after a 500-step "
+     "fine-tune on the demos plus round 1's policy's pool rollouts (half the draws), scored on round 2's policy's "
+     "(gain per seed)", _renderer_shift, ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
