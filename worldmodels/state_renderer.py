@@ -451,8 +451,8 @@ def fit_state_renderer(traj: Any, config: StateRendererConfig | None = None, pro
         start, elapsed_before, last_loss = RunDir.step_of(ckpt), float(state["elapsed"]), float(state["loss"])
 
     def save(step: int) -> None:
-        state = {"config": dataclasses.asdict(c), "init": init_digest, "model": model.state_dict(), "opt": opt.state_dict(),
-                 "sched": sched.state_dict(), "rng": rng.bit_generator.state, "loss": loss_v,
+        state = {"config": dataclasses.asdict(c), "init": init_digest, "model": model.state_dict(),
+                 "opt": opt.state_dict(), "sched": sched.state_dict(), "rng": rng.bit_generator.state, "loss": loss_v,
                  "elapsed": elapsed_before + time.time() - t0}
         run.save_checkpoint(step, lambda tmp: torch.save(state, tmp / TRAINER_STATE_NAME))
 
