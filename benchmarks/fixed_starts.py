@@ -74,7 +74,9 @@ model, IDM and SFT policy):
   pool too: ``round_0`` (RL in imagination on new starts) and ``real_rl`` (its real-RL baseline).
 
 Each run writes ``--work/<run key>/`` (the arms' RL folders, policies, a ``result.json``); a
-re-run resumes its arms' RL from their checkpoints and skips finished runs.
+re-run resumes its arms' RL from their checkpoints and skips finished runs. Each policy's pool play (states
+and outcomes, no frames) is kept in ``pool_kept/`` and its held-out score beside it, so a run given more
+co-evolution rounds (its ``result.json`` moved aside) plays only SFT and the new rounds' policies.
 """
 
 from __future__ import annotations
@@ -206,6 +208,57 @@ def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: di
     finally:
         env.close()
     return traj, st
+
+
+POOL_KEPT = "pool_kept"  # WORK/pool_kept/<policy name>.{npz,json}: each policy's pool play without frames
+
+
+def pool_key(policy_dir: Path, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What a kept pool play is valid for: the SHA-256 of the policy's weights in ``policy_dir``, the pool's
+    starts (task ids and seeds, in order) and the env options they are played with."""
+    import hashlib
+
+    return {"policy_sha256": hashlib.sha256((policy_dir / "model.safetensors").read_bytes()).hexdigest(),
+            "task_ids": list(task_ids), "seeds": [int(x) for x in seeds],
+            "env_kwargs": json.loads(json.dumps(env_kwargs, default=str))}
+
+
+def keep_pool_play(work: Path, name: str, key: dict[str, Any], traj: Any, stats: dict[str, Any]) -> None:
+    """Write policy ``name``'s pool play (``traj`` without its frames, and ``stats``) to ``work/pool_kept``, the
+    trajectories first and the JSON with ``key`` last (atomically each: a stopped write is played again)."""
+    from wmrl.data import save_trajectories_npz
+    from wmrl.io import atomic_write_json
+
+    folder = work / POOL_KEPT
+    folder.mkdir(parents=True, exist_ok=True)
+    save_trajectories_npz(folder / f"{name}.npz", traj.without_frames())
+    atomic_write_json(folder / f"{name}.json", {**key, "stats": stats})
+
+
+def play_pool_kept(policy_dir: Path, name: str, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any],
+                   work: Path) -> tuple[Any, dict]:
+    """:func:`play_pool` of the policy in ``policy_dir`` without its frames (``Trajectories.without_frames``) and
+    terminal observations (what the state models' refits read), kept in ``work/pool_kept/<name>`` with its :func:`pool_key` and read from there while
+    the key is unchanged: a resumed run (e.g. one given more co-evolution rounds) does not play its finished
+    policies again. The play is deterministic (mean action, seeded starts), so a kept one is the play itself."""
+    from policies import load_policy
+    from wmrl.data import load_trajectories_npz
+    from wmrl.errors import DatasetError
+
+    key = pool_key(policy_dir, task_ids, seeds, env_kwargs)
+    meta = work / POOL_KEPT / f"{name}.json"
+    if meta.is_file():
+        try:
+            kept = json.loads(meta.read_text())
+            if all(kept.get(k) == v for k, v in key.items()) and "stats" in kept:
+                traj = load_trajectories_npz(work / POOL_KEPT / f"{name}.npz")
+                if traj.num_episodes == len(task_ids):
+                    return traj.without_frames(), kept["stats"]  # the npz holds no terminal observations
+        except (json.JSONDecodeError, DatasetError):
+            pass  # a damaged keep is played again (and written anew)
+    traj, stats = play_pool(load_policy(policy_dir), task_ids, seeds, env_kwargs)
+    keep_pool_play(work, name, key, traj, stats)
+    return dataclasses.replace(traj.without_frames(), terminal=None), stats
 
 
 def play_expert_pool(
@@ -649,9 +702,8 @@ def run_one(
         prev = {k: STATE_MODEL_ARM if r == 1 else f"{k}_{r - 1}" for k in lines}
         worlds = []
         if "sm_coevo" in lines:
-            traj, st = play_pool(load_policy(policies[prev["sm_coevo"]]), task_ids, seeds, env_kwargs)
-            played[prev["sm_coevo"]] = (traj.without_frames(), st)
-            del traj  # its frames
+            played[prev["sm_coevo"]] = play_pool_kept(policies[prev["sm_coevo"]], prev["sm_coevo"], task_ids, seeds,
+                                                      env_kwargs, work)
             rollouts.append(played[prev["sm_coevo"]][0])
             worlds.append((coevo, "sm_coevo", refit_state_models(demos, dirs, rollouts, work / coevo / "state_models"),
                            gate, drawer))
@@ -673,10 +725,15 @@ def run_one(
             name = f"{WARM_REFIT_ARM}_{r}"
             framed = None  # the round's pool rollouts with their frames, if the renderer's fine-tune reads them
             if prev[WARM_REFIT_ARM] not in played:  # round 1 starts from sm_branch, played above if sm_coevo runs
-                traj, st = play_pool(load_policy(policies[prev[WARM_REFIT_ARM]]), task_ids, seeds, env_kwargs)
-                played[prev[WARM_REFIT_ARM]] = (traj.without_frames(), st)
-                framed = traj if warm_refit.renderer_steps else None
-                del traj
+                p_prev = policies[prev[WARM_REFIT_ARM]]
+                if warm_refit.renderer_steps and not (work / name / "renderer" / "config.json").is_file():
+                    # the round's renderer fine-tune reads the frames: played, and kept without them
+                    framed, st = play_pool(load_policy(p_prev), task_ids, seeds, env_kwargs)
+                    keep_pool_play(work, prev[WARM_REFIT_ARM], pool_key(p_prev, task_ids, seeds, env_kwargs), framed, st)
+                    played[prev[WARM_REFIT_ARM]] = (dataclasses.replace(framed.without_frames(), terminal=None), st)
+                else:
+                    played[prev[WARM_REFIT_ARM]] = play_pool_kept(p_prev, prev[WARM_REFIT_ARM], task_ids, seeds,
+                                                                  env_kwargs, work)
             warm_rollouts = warm_refit.fine_tune_data(warm_rollouts, played[prev[WARM_REFIT_ARM]][0])
             warm_dirs = refit_state_models(demos, warm_dirs, warm_rollouts, work / name / "state_models",
                                            fine_tune=(warm_refit.steps, warm_refit.lr))
@@ -705,7 +762,7 @@ def run_one(
     held: dict[str, Any] = {}
     for name, folder in policies.items():
         if name != "sft":
-            outcome = (played.get(name) or play_pool(load_policy(folder), task_ids, seeds, env_kwargs))[0].episode_success
+            outcome = (played.get(name) or play_pool_kept(folder, name, task_ids, seeds, env_kwargs, work))[0].episode_success
             pool_outcomes[name] = [int(x) for x in outcome]
         if held_out:
             stage = {"sft": "eval_sft", "round_0": "round_0", "real_rl": "real_rl"}.get(name)

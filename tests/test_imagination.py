@@ -1970,6 +1970,36 @@ def test_a_failing_world_model_stops_the_background_sft(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_more_co_evolution_rounds_resume_without_playing_the_finished_policies_again(quick_run, tmp_path, monkeypatch):
+    """benchmarks.fixed_starts given one more co-evolution round in a finished work folder: every finished policy's
+    pool play is read from the folder's keep (pool_kept), so only SFT (its frames start the imagination arms) and
+    the new round's policy are played, and the earlier rounds' scores and real-step counts are unchanged."""
+    import benchmarks.fixed_starts as fs
+
+    rd, _ = quick_run
+    work = tmp_path / "fs"
+    kw = dict(held_out=False, quick_state_model=True, warm_refit=fs.WarmRefit(5), only_lines=("sm_warm",),
+              progress=False)
+    one = fs.run_one(rd, work, 4, 1, 1, coevolution_rounds=1, **kw)
+    (work / "result.json").rename(work / "result_round1.json")
+    played = []
+    play = fs.play_pool
+
+    def counting(policy, *args, **kwargs):
+        played.append(policy)
+        return play(policy, *args, **kwargs)
+
+    monkeypatch.setattr(fs, "play_pool", counting)
+    two = fs.run_one(rd, work, 4, 1, 1, coevolution_rounds=2, **kw)
+    assert len(played) == 2  # SFT and sm_warm_2
+    assert set(two["pool_outcomes"]) == {*one["pool_outcomes"], "sm_warm_2"}
+    assert all(two["pool_outcomes"][k] == v for k, v in one["pool_outcomes"].items())
+    assert all(two["real_env_steps"][k] == v for k, v in one["real_env_steps"].items())
+    assert two["real_env_steps"]["sm_warm_2"] > two["real_env_steps"]["sm_warm_1"]
+    assert (work / fs.POOL_KEPT / "sm_warm_2.json").is_file()
+
+
+@pytest.mark.slow
 def test_the_warm_line_fine_tunes_its_renderer_each_round_and_draws_that_rounds_world_with_it(quick_run, tmp_path,
                                                                                              monkeypatch):
     """benchmarks.fixed_starts with ``WarmRefit(renderer_steps=...)`` in a renderer-drawn world: each round of the

@@ -1060,3 +1060,47 @@ def test_held_out_scores_are_kept_beside_the_policy_until_it_or_the_protocol_cha
     again = held_out_eval(tmp_path / "arm" / "policy", more)
     assert again == json.loads(json.dumps(evaluate_in_sim(load_policy(tmp_path / "arm" / "policy"), more)))
     assert json.loads((tmp_path / "arm" / "held_out.json").read_text())["policy_sha256"] != kept["policy_sha256"]
+
+
+def test_pool_plays_are_kept_and_played_again_only_when_the_policy_or_the_pool_changes(tmp_path, monkeypatch):
+    """benchmarks.fixed_starts.play_pool_kept: a policy's pool play (states, outcomes, stats; no frames) is written
+    to the work folder and read back while the weights, starts and env options are unchanged, so a resumed run
+    does not play its finished policies again; other weights, other starts or a damaged keep play again."""
+    import benchmarks.fixed_starts as fs
+    from policies import load_policy
+    from policies.vla import VLAConfig, VLAPolicy
+
+    torch.manual_seed(0)
+    pdir = tmp_path / "arm" / "policy"
+    VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3)).save_pretrained(pdir)
+    task_ids, seeds = fs.pool_starts(["PushCube-v0", "LiftCube-v0"], 1, 7)
+    kw = {"image_size": 32}
+    played = []
+    play = fs.play_pool
+
+    def counting(*args, **kwargs):
+        played.append(args[2])
+        return play(*args, **kwargs)
+
+    monkeypatch.setattr(fs, "play_pool", counting)
+    traj, stats = fs.play_pool_kept(pdir, "arm", task_ids, seeds, kw, tmp_path / "work")
+    fresh, fresh_stats = play(load_policy(pdir), task_ids, seeds, kw)
+    assert played == [seeds] and stats == fresh_stats and traj.terminal is None
+    assert traj.images.shape[1:] == (1, 1, 3) and traj.num_episodes == 2  # no frames
+    for k in ("states", "actions", "successes", "episode_index", "env_states"):
+        assert np.array_equal(getattr(traj, k), getattr(fresh, k)), k
+    again, again_stats = fs.play_pool_kept(pdir, "arm", task_ids, seeds, kw, tmp_path / "work")
+    assert played == [seeds] and again_stats == stats  # read back, not played
+    assert np.array_equal(again.env_states, traj.env_states) and list(again.episode_success) == list(traj.episode_success)
+    other_seeds = [s + 1 for s in seeds]
+    fs.play_pool_kept(pdir, "arm", task_ids, other_seeds, kw, tmp_path / "work")
+    assert played == [seeds, other_seeds]  # another pool: played (and kept in its place)
+    (tmp_path / "work" / fs.POOL_KEPT / "arm.npz").write_bytes(b"not an npz")
+    fs.play_pool_kept(pdir, "arm", task_ids, other_seeds, kw, tmp_path / "work")
+    assert played == [seeds, other_seeds, other_seeds]  # a damaged keep: played again
+    torch.manual_seed(1)
+    VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3)).save_pretrained(pdir)
+    fs.play_pool_kept(pdir, "arm", task_ids, other_seeds, kw, tmp_path / "work")
+    assert len(played) == 4  # other weights: played again
+    fs.play_pool_kept(pdir, "arm", task_ids, other_seeds, kw, tmp_path / "work")
+    assert len(played) == 4
