@@ -209,6 +209,13 @@ def run_pairs(fn: Any, args: dict[Any, tuple], jobs: int, progress: bool, config
             done(*key, f.result())
 
 
+def run_each(fn: Any, args: dict[tuple[str], tuple], jobs: int, progress: bool) -> dict[str, Any]:
+    """:func:`run_pairs` over runs keyed ``(run key,)``: each run's result by its run key, in ``args``' order."""
+    results: dict[str, Any] = {}
+    run_pairs(fn, args, jobs, progress, "", results.__setitem__)
+    return {k: results[k] for (k,) in args}
+
+
 def run_fields(a: argparse.Namespace, num_envs: int, config_name: str, t0: float) -> dict[str, Any]:
     """The result fields of a benchmark that runs RL from finished runs: sub-envs, config, runs, quick,
     jobs, wall time since ``t0``, machine."""

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from benchmarks._stats import machine_info
-    from benchmarks.real_rl import run_pairs
+    from benchmarks.real_rl import run_each
     from wmrl.errors import ConfigError, WmrlError
     from wmrl.io import atomic_write_json
 
@@ -200,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 StateRenderer.from_pretrained(args[0] / a.renderer)
         t0 = time.perf_counter()
-        results: dict[str, dict] = {}
-        run_pairs(_one, jobs, a.jobs, not a.no_progress, "", lambda key, r: results.__setitem__(key, r))
+        results = run_each(_one, jobs, a.jobs, not a.no_progress)
     except WmrlError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

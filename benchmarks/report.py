@@ -208,6 +208,20 @@ def _renderer_shift(d: dict) -> str:
     return "; ".join(parts) or "not run"
 
 
+def _cube_turns(d: dict) -> str:
+    """A cube_turns.json: per policy (pooled over the runs) the share of pool episodes whose target cube turned past
+    the threshold and the success of the turned / unturned ones; then per task SFT's turned share."""
+    summary = d.get("summary") or {}
+    if not summary:
+        return "not run"
+    f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+    parts = [f"{name} {f(v['turned_share'])} ({f(v['success_turned'])} / {f(v['success_unturned'])})"
+             for name, v in summary.items()]
+    first = next(iter(summary))
+    tasks = ", ".join(f"{t.removesuffix('-v0')} {f(v['turned_share'])}" for t, v in summary[first]["per_task"].items())
+    return "; ".join(parts) + f"; {first} by task: {tasks}"
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -865,6 +879,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(benchmarks.renderer_shift; drawn from each episode's real first frame): PSNR before -> after a 500-step "
      "fine-tune on the demos plus round 1's policy's pool rollouts (half the draws), scored on round 2's policy's "
      "(gain per seed)", _renderer_shift, ""),
+    ("paired_pool_s62.json", "the s55 pools paired start by start (benchmarks.paired_arms; rw4 / rw5: the renderer-drawn "
+     "line after round 4 / 5; real85: real GRPO 85 it, the same 241k real steps as round 5; H: held out): "
+     "differences [95% CI]",
+     lambda d: _pairs(d, ["rw5 - rw4", "rw5 - real85", "rw5H - rw4H", "rw5H - real85H"]), "rw5 >= real85"),
+    ("cube_turns_s55_sim.json", "how far the target cube turns in the s55 pool episodes (benchmarks.cube_turns; the "
+     "worlds' environment state holds cube xyz, not orientation): per policy, the share of episodes turned past "
+     "15 deg modulo the cube's symmetries (success of the turned / unturned); sft, real GRPO 64 it, the branched "
+     "world, the simulator-drawn fine-tuned line's rounds 1 and 5", _cube_turns, ""),
+    ("cube_turns_s55_rend.json", "same, the renderer-drawn line: its branched world and rounds 1, 4 and 5",
+     _cube_turns, ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "

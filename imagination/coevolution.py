@@ -42,6 +42,7 @@ def record_rollouts(
     max_finished: int | None = None,
     provenance: bool = False,
     first_episodes_only: bool = False,
+    env_state_fn: Callable[[], np.ndarray] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Run ``chunk_fn`` open-loop per chunk in a SAME_STEP single-action vector env and keep the
     first ``num_episodes`` finished episodes in memory.
@@ -62,6 +63,8 @@ def record_rollouts(
             every sub-env has finished it (``num_episodes`` must then equal ``env.num_envs``); a seed
             list then plays one given start per sub-env, e.g. a fixed pool of starts. ``env_steps``
             still counts every step taken, ``first_episode_steps`` those of the kept episodes.
+        env_state_fn: ``() -> float (N, S)`` the states recorded as ``env_states`` before each action
+            (None: the env's ``environment_state()`` when it has one), e.g. with extra columns.
     Returns:
         ``(wmrl.data.Trajectories, stats)`` (None instead of the trajectories when ``successes_only``
         found no success within ``max_finished`` episodes; with ``env_states`` when the env has
@@ -91,7 +94,7 @@ def record_rollouts(
     ordinal = np.zeros(n, np.int64)
     finished_from: list[tuple[int, int, bool]] = []
     kept_from: list[tuple[int, int]] = []
-    env_state_fn = getattr(env.unwrapped, "environment_state", None)
+    env_state_fn = env_state_fn or getattr(env.unwrapped, "environment_state", None)
     while len(episodes) < num_episodes and (max_finished is None or finished < max_finished):
         need = qpos >= chunk_size
         if need.any():

@@ -369,6 +369,12 @@ class TabletopVectorEnv(VectorEnv):
         cube_pos = self._cube_pos()
         return pack_environment_state(cube_pos, self._goal_xy(cube_pos), self._target, self._goal)
 
+    def cube_orientations(self) -> np.ndarray:
+        """float32 (N, 3, 4) the red/green/blue cubes' unit quaternions (w, x, y, z; world frame). Not in
+        :meth:`environment_state`, which holds their positions only (``benchmarks.cube_turns`` reads both)."""
+        adr = self.idx.cube_qpos[:, None] + 3 + np.arange(4)[None, :]
+        return self._qpos[:, adr].astype(np.float32)
+
     def project_to_pixels(self, points: np.ndarray, camera: str = "agentview") -> np.ndarray:
         """Project world points (..., 3) to pixel coordinates (..., 2) = (col, row) of the
         ``image_size`` frame of a fixed camera (agent view)."""

@@ -1,0 +1,232 @@
+"""How far do the cubes turn in a policy's real episodes, and do the episodes that turn them fail?
+
+The learned worlds of :mod:`benchmarks.fixed_starts` read the built-in suite's environment state, which holds
+the cubes' positions only: the arm-and-object state models (:mod:`worldmodels.object_dynamics`) predict cube
+xyz and the learned renderer (:mod:`worldmodels.state_renderer`) draws a cube where it is, not how it is
+turned. This benchmark measures what that leaves out. Per run folder (one per seed) and policy, every start of
+the fixed pool is played in the real simulator (the policy's mean action, as the pool is scored), recording the
+cubes' orientations (``TabletopVectorEnv.cube_orientations``) beside the states. An episode's **turn** is the
+largest rotation of the task's target cube away from its start orientation, modulo the cube's 24 symmetries
+(a quarter turn about an axis leaves a cube looking and pushing the same: 0 deg); the other cubes' largest
+turn is recorded too (a knocked neighbour). Per task: the episodes' median turn, the share turned past
+``--threshold-deg``, and the success rate of the turned and the unturned episodes apart.
+
+Usage::
+
+    python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft real_pool sm_warm_4 \\
+        --policy-work runs/s60/rend --starts-per-task 16 --out benchmarks/results/cube_turns.json
+    python -m benchmarks.cube_turns --quick --out /tmp/cube_turns_quick.json
+
+A policy NAME is the run's own stage (``sft``, ``round_0``, ``real_rl``) or a fixed-starts arm
+(``POLICY_WORK/<run key>/NAME/policy``), as in :mod:`benchmarks.renderer_shift`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks._stats import run_keys
+
+TARGET_COLUMN = 11  # the environment state's target-cube index (envs.tabletop.environment_state)
+
+
+def cube_symmetries() -> np.ndarray:
+    """float64 (24, 3, 3): the rotations that map a cube onto itself (signed permutation matrices, det +1)."""
+    mats = []
+    for perm in itertools.permutations(range(3)):
+        for signs in itertools.product((1.0, -1.0), repeat=3):
+            m = np.zeros((3, 3))
+            m[np.arange(3), perm] = signs
+            if np.linalg.det(m) > 0:
+                mats.append(m)
+    return np.stack(mats)
+
+
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices (..., 3, 3) of unit quaternions ``q`` (..., 4) in MuJoCo's order (w, x, y, z)."""
+    q = np.asarray(q, np.float64)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], -2)
+
+
+def turn_deg(quats: np.ndarray) -> np.ndarray:
+    """float64 (T,): how far a cube with orientations ``quats`` (T, 4) (w, x, y, z) has turned from ``quats[0]``
+    at each step, in degrees, modulo its symmetries: the smallest rotation angle of ``R_0^T R_t g`` over the 24
+    cube symmetries ``g`` (a quarter turn reads 0)."""
+    r = quat_to_matrix(quats)
+    rel = np.einsum("ji,tjk->tik", r[0], r)  # R_0^T R_t: the turn in the cube's start frame
+    traces = np.einsum("tij,gji->tg", rel, cube_symmetries())  # trace(rel @ g)
+    return np.degrees(np.arccos(np.clip((traces.max(1) - 1.0) / 2.0, -1.0, 1.0)))
+
+
+def play_pool_with_orientations(policy: Any, task_ids: list[str], seeds: list[int],
+                                env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
+    """``benchmarks.fixed_starts.play_pool`` with the cubes' quaternions recorded after the environment state:
+    ``env_states`` (N, 13 + 12), columns 13.. the red/green/blue cubes' (w, x, y, z)."""
+    import envs
+    from imagination.coevolution import policy_chunk_fn, record_rollouts
+    from wmrl.errors import WmrlError
+
+    env = envs.make_vec(task_ids, len(task_ids), autoreset_mode="same_step", **env_kwargs)
+    try:
+        u = env.unwrapped
+        if not hasattr(u, "cube_orientations"):
+            raise WmrlError(f"tasks {sorted(set(task_ids))}: {type(u).__name__} has no cube_orientations(); "
+                            "expected the built-in suite's tabletop env")
+
+        def states() -> np.ndarray:
+            return np.concatenate([u.environment_state(), u.cube_orientations().reshape(u.num_envs, -1)], 1)
+
+        return record_rollouts(env, policy_chunk_fn(policy, deterministic=True), len(task_ids), policy.chunk_size,
+                               seed=list(seeds), first_episodes_only=True, env_state_fn=states)
+    finally:
+        env.close()
+
+
+def episode_turns(traj: Any) -> dict[str, list]:
+    """Per episode of ``traj`` (recorded by :func:`play_pool_with_orientations`): its task, success, the target
+    cube's largest turn (deg) and the other cubes' largest turn (deg)."""
+    es = traj.env_states
+    out: dict[str, list] = {"task_ids": [], "success": [], "target_turn_deg": [], "other_turn_deg": []}
+    for s, e in traj.episode_bounds:
+        target = int(round(float(es[s, TARGET_COLUMN])))
+        turns = [float(turn_deg(es[s:e, 13 + 4 * c:17 + 4 * c]).max()) for c in range(3)]
+        out["task_ids"].append(traj.task_ids[s])
+        out["success"].append(bool(traj.successes[s:e].any()))
+        out["target_turn_deg"].append(turns[target])
+        out["other_turn_deg"].append(max(t for c, t in enumerate(turns) if c != target))
+    return out
+
+
+def per_task(episodes: dict[str, list], threshold_deg: float) -> dict[str, dict[str, Any]]:
+    """By task: episodes, success, median target turn, share turned past ``threshold_deg`` (target; other cubes),
+    and the success rate of the turned and the unturned episodes (None where there are none)."""
+    tasks = np.array(episodes["task_ids"])
+    ok = np.array(episodes["success"], bool)
+    turn, other = np.array(episodes["target_turn_deg"]), np.array(episodes["other_turn_deg"])
+    out: dict[str, dict[str, Any]] = {}
+    for t in sorted(set(tasks.tolist())):
+        m = tasks == t
+        turned = turn[m] > threshold_deg
+        out[t] = {"episodes": int(m.sum()), "success": float(ok[m].mean()),
+                  "target_turn_median_deg": float(np.median(turn[m])),
+                  "turned_share": float(turned.mean()),
+                  "other_turned_share": float((other[m] > threshold_deg).mean()),
+                  "success_turned": float(ok[m][turned].mean()) if turned.any() else None,
+                  "success_unturned": float(ok[m][~turned].mean()) if (~turned).any() else None}
+    return out
+
+
+def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_per_task: int, rl_seed: int,
+            threshold_deg: float) -> dict[str, Any]:
+    """Every policy's pool episodes on one run folder, with their turns."""
+    import envs
+    from benchmarks.fixed_starts import pool_starts, rl_seeds
+    from benchmarks.renderer_shift import policy_dir
+    from imagination.pipeline import run_config_of, run_env_kwargs
+    from policies import load_policy
+
+    t0 = time.perf_counter()
+    cfg = run_config_of(src)
+    task_ids, seeds = pool_starts(envs.resolve_tasks(cfg.suite), starts_per_task, rl_seeds(cfg, rl_seed)[1])
+    out: dict[str, Any] = {"run": str(src), "starts": len(task_ids), "policies": {}}
+    for name in policies:
+        d = policy_dir(src, policy_work, key, name)
+        traj, stats = play_pool_with_orientations(load_policy(d), task_ids, seeds, run_env_kwargs(cfg))
+        eps = episode_turns(traj)
+        out["policies"][name] = {"policy": str(d), "success": float(stats["success_rate"]),
+                                 "per_task": per_task(eps, threshold_deg), "episodes": eps}
+    out["wall_time_s"] = time.perf_counter() - t0
+    return out
+
+
+def summarize(per_run: list[dict[str, Any]], policies: list[str], threshold_deg: float) -> dict[str, Any]:
+    """Each policy's episodes pooled over the runs: :func:`per_task`, and over every task the success of the
+    turned and the unturned episodes."""
+    out: dict[str, Any] = {}
+    for name in policies:
+        eps = {k: [x for r in per_run for x in r["policies"][name]["episodes"][k]]
+               for k in ("task_ids", "success", "target_turn_deg", "other_turn_deg")}
+        ok, turned = np.array(eps["success"], bool), np.array(eps["target_turn_deg"]) > threshold_deg
+        out[name] = {"episodes": len(ok), "success": float(ok.mean()), "turned_share": float(turned.mean()),
+                     "success_turned": float(ok[turned].mean()) if turned.any() else None,
+                     "success_unturned": float(ok[~turned].mean()) if (~turned).any() else None,
+                     "per_task": per_task(eps, threshold_deg)}
+    return out
+
+
+def _one(*args: Any, progress: bool, config_name: str) -> dict[str, Any]:
+    return run_one(*args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.cube_turns", description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=Path, nargs="+", default=None,
+                   help="finished wmrl run folders, one per seed (default runs/imagination_lift/seed_{0,1,2}; "
+                   "quick: runs/imagination_lift_quick/seed_0)")
+    p.add_argument("--policies", nargs="+", default=["sft"],
+                   help="policy names: run stages (sft, round_0, real_rl) or fixed-starts arms (default sft)")
+    p.add_argument("--policy-work", type=Path, default=Path("runs/fixed_starts"),
+                   help="the fixed-starts work folder whose arms --policies name")
+    p.add_argument("--starts-per-task", type=int, default=16)
+    p.add_argument("--rl-seed", type=int, default=0, help="the fixed-starts pool's rl seed (its starts)")
+    p.add_argument("--threshold-deg", type=float, default=15.0,
+                   help="an episode whose target cube turned further (modulo its symmetries) counts as turned")
+    p.add_argument("--quick", action="store_true", help="the quick run, 2 starts per task (CI smoke)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    import sys
+
+    from benchmarks._stats import machine_info
+    from benchmarks.real_rl import run_each
+    from benchmarks.renderer_shift import policy_dir
+    from wmrl.errors import ConfigError, WmrlError
+    from wmrl.io import atomic_write_json
+
+    try:
+        if a.starts_per_task < 1:
+            raise ConfigError(f"--starts-per-task {a.starts_per_task}: expected >= 1")
+        if not 0.0 < a.threshold_deg < 63.0:  # a cube's largest turn modulo its symmetries is about 62.8 deg
+            raise ConfigError(f"--threshold-deg {a.threshold_deg}: expected an angle in (0, 63) degrees")
+        if a.quick:
+            a.runs = a.runs or [Path("runs/imagination_lift_quick/seed_0")]
+            a.starts_per_task = 2
+        a.runs = a.runs or [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)]
+        keys = run_keys(a.runs)
+        for src, k in zip(a.runs, keys, strict=True):  # every policy found before any work
+            for name in a.policies:
+                policy_dir(src, a.policy_work, k, name)
+        jobs = {(k,): (src, a.policy_work, k, list(a.policies), a.starts_per_task, a.rl_seed, a.threshold_deg)
+                for src, k in zip(a.runs, keys, strict=True)}
+        t0 = time.perf_counter()
+        runs = run_each(_one, jobs, a.jobs, not a.no_progress)
+    except WmrlError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    res = {"summary": summarize(list(runs.values()), list(a.policies), a.threshold_deg), "runs": runs,
+           "threshold_deg": a.threshold_deg, "starts_per_task": a.starts_per_task, "rl_seed": a.rl_seed,
+           "quick": bool(a.quick), "argv": sys.argv[1:] if argv is None else list(argv),
+           "wall_time_s": time.perf_counter() - t0, "machine": machine_info()}
+    atomic_write_json(a.out, res)
+    for name, v in res["summary"].items():
+        fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        print(f"{name:12s} success {v['success']:.3f}  turned {v['turned_share']:.3f}  success turned "
+              f"{fmt(v['success_turned'])} / unturned {fmt(v['success_unturned'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

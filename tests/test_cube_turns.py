@@ -1,0 +1,89 @@
+"""benchmarks.cube_turns: the turn of a cube modulo its symmetries, the pool played with the cubes' orientations,
+and bad input as one line before any work."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.cube_turns import (
+    cube_symmetries,
+    episode_turns,
+    main,
+    per_task,
+    play_pool_with_orientations,
+    turn_deg,
+)
+
+
+def _quat(axis: str, deg: float) -> np.ndarray:
+    """(w, x, y, z) of a turn of ``deg`` degrees about world axis ``axis``."""
+    h = math.radians(deg) / 2
+    v = np.zeros(3)
+    v["xyz".index(axis)] = math.sin(h)
+    return np.array([math.cos(h), *v])
+
+
+def _compose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The quaternion product a * b (w, x, y, z)."""
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
+def test_a_turn_is_read_modulo_the_cubes_symmetries_from_its_start_orientation():
+    g = cube_symmetries()
+    assert g.shape == (24, 3, 3) and np.allclose(np.linalg.det(g), 1.0)
+    start = _quat("z", 10.0)  # turns are read from the start, whatever it is
+    seq = [start] + [_compose(start, _quat("z", d)) for d in (30, 45, 60, 90, 180)]
+    seq.append(_compose(start, _compose(_quat("x", 90), _quat("y", 20))))  # a quarter turn over, then 20 deg
+    seq.append(3.0 * _compose(start, _quat("y", 25)))  # unnormalised
+    np.testing.assert_allclose(turn_deg(np.stack(seq)), [0, 30, 45, 30, 0, 0, 20, 25], atol=1e-6)
+
+
+def test_the_pool_is_played_with_the_cubes_orientations_beside_the_environment_state():
+    """play_pool_with_orientations records the same episodes as fixed_starts.play_pool (mean action, seeded
+    starts), its env states extended by the three cubes' unit quaternions; every episode gets a turn."""
+    from benchmarks.fixed_starts import play_pool, pool_starts
+    from policies.vla import VLAConfig, VLAPolicy
+
+    torch.manual_seed(0)
+    policy = VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3))
+    task_ids, seeds = pool_starts(["PushCube-v0", "StackCube-v0"], 2, 3)
+    traj, stats = play_pool_with_orientations(policy, task_ids, seeds, {"image_size": 32})
+    plain, plain_stats = play_pool(policy, task_ids, seeds, {"image_size": 32})
+    assert stats == plain_stats and traj.env_states.shape == (plain.num_frames, 25)
+    np.testing.assert_array_equal(traj.env_states[:, :13], plain.env_states)
+    q = traj.env_states[:, 13:].reshape(-1, 3, 4)
+    np.testing.assert_allclose(np.linalg.norm(q, axis=-1), 1.0, atol=1e-5)
+    eps = episode_turns(traj)
+    assert eps["task_ids"] == plain.episode_task_ids() and eps["success"] == list(plain.episode_success)
+    assert all(0.0 <= t <= 63.0 for t in eps["target_turn_deg"] + eps["other_turn_deg"])
+
+
+def test_per_task_splits_success_by_whether_the_target_turned():
+    eps = {"task_ids": ["A", "A", "A", "A", "B"], "success": [True, False, False, True, True],
+           "target_turn_deg": [2.0, 40.0, 30.0, 5.0, 1.0], "other_turn_deg": [0.0, 20.0, 0.0, 0.0, 0.0]}
+    got = per_task(eps, 15.0)
+    assert got["A"] == {"episodes": 4, "success": 0.5, "target_turn_median_deg": 17.5, "turned_share": 0.5,
+                        "other_turned_share": 0.25, "success_turned": 0.0, "success_unturned": 1.0}
+    assert got["B"]["success_turned"] is None and got["B"]["success_unturned"] == 1.0
+
+
+@pytest.mark.parametrize(("args", "msg"), [
+    (["--policies", "sm_warm_2"], "policy 'sm_warm_2': "),
+    (["--threshold-deg", "70"], "--threshold-deg 70.0: expected an angle in (0, 63) degrees"),
+    (["--starts-per-task", "0"], "--starts-per-task 0: expected >= 1"),
+])
+def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, args, msg):
+    run = tmp_path / "run"
+    (run / "sft" / "policy").mkdir(parents=True)
+    out = tmp_path / "t.json"
+    assert main(["--runs", str(run), "--policy-work", str(tmp_path / "fs"), "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and msg in err and "\n" not in err, err
+    assert not out.exists()
