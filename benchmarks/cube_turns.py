@@ -11,10 +11,19 @@ largest rotation of the task's target cube away from its start orientation, modu
 turn is recorded too (a knocked neighbour). Per task: the episodes' median turn, the share turned past
 ``--threshold-deg``, and the success rate of the turned and the unturned episodes apart.
 
+With ``--state-models NAME ...`` (the run's arm-and-object state models, e.g. its bootstrap ensemble) each episode
+is also branched as the fixed-starts world branches it: from the real state at step ``--branch-step`` every member
+goes on open loop with the episode's real actions (its own arm), and the benchmark records how far its target cube
+ends from the real one (mean over the members) and how far two members' target cubes drift apart on the way (the
+largest distance). Per task these are split by turned and unturned episodes: is the world wrong where cubes turn,
+and does its ensemble notice?
+
 Usage::
 
     python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft real_pool sm_warm_4 \\
         --policy-work runs/s60/rend --starts-per-task 16 --out benchmarks/results/cube_turns.json
+    python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft \
+        --state-models od_boot_100 od_boot_101 od_boot_102 --out benchmarks/results/cube_turns_branch.json
     python -m benchmarks.cube_turns --quick --out /tmp/cube_turns_quick.json
 
 A policy NAME is the run's own stage (``sft``, ``round_0``, ``real_rl``) or a fixed-starts arm
@@ -109,6 +118,35 @@ def episode_turns(traj: Any) -> dict[str, list]:
     return out
 
 
+def branch_errors(models: list[Any], traj: Any, branch_step: int) -> dict[str, list[float]]:
+    """Per episode of ``traj`` (with ``env_states``; the cubes' xyz in columns 0-8): each state model of ``models``
+    (``worldmodels.object_dynamics.ObjectDynamics``) goes on from the real state at step ``branch_step`` open loop,
+    fed the episode's real actions (and its real proprio, or with ``config.arm`` its own). ``branch_error_m``: the
+    distance (metres) between the predicted and the real target cube at the episode's last row, mean over the
+    members; ``branch_spread_m``: the largest distance between two members' target cubes along the way (0 with one
+    member). NaN for an episode with fewer than 2 rows after ``branch_step``."""
+    import torch
+
+    es, out = traj.env_states, {"branch_error_m": [], "branch_spread_m": []}
+    for lo, hi in traj.episode_bounds:
+        s = lo + branch_step
+        if hi - s < 2:
+            out["branch_error_m"].append(float("nan"))
+            out["branch_spread_m"].append(float("nan"))
+            continue
+        target = int(round(float(es[lo, TARGET_COLUMN])))
+        cubes = torch.from_numpy(np.asarray(es[:, :9], np.float32)[s - 1:hi].reshape(-1, 3, 3))  # rows s-1 .. hi-1
+        prop = torch.from_numpy(np.asarray(traj.states[s - 1:hi], np.float32))
+        act = torch.from_numpy(np.asarray(traj.actions[s:hi - 1], np.float32))
+        with torch.no_grad():
+            preds = torch.stack([m.rollout(prop[None, 1:], act[None], cubes[None, 1], cubes[None, 0],
+                                           proprio_prev=prop[None, 0])[1][0, :, target] for m in models])  # (M, T, 3)
+        out["branch_error_m"].append(float((preds[:, -1] - cubes[-1, target]).norm(dim=-1).mean()))
+        spread = (preds[:, None] - preds[None]).norm(dim=-1).amax() if len(models) > 1 else torch.zeros(())
+        out["branch_spread_m"].append(float(spread))
+    return out
+
+
 def per_task(episodes: dict[str, list], threshold_deg: float) -> dict[str, dict[str, Any]]:
     """By task: episodes, success, median target turn, share turned past ``threshold_deg`` (target; other cubes),
     and the success rate of the turned and the unturned episodes (None where there are none)."""
@@ -125,12 +163,21 @@ def per_task(episodes: dict[str, list], threshold_deg: float) -> dict[str, dict[
                   "other_turned_share": float((other[m] > threshold_deg).mean()),
                   "success_turned": float(ok[m][turned].mean()) if turned.any() else None,
                   "success_unturned": float(ok[m][~turned].mean()) if (~turned).any() else None}
+        if "branch_error_m" in episodes:  # medians over the episodes long enough to branch
+            for key in ("branch_error_m", "branch_spread_m"):
+                v = np.array(episodes[key], float)[m]
+                for part, sel in (("turned", turned), ("unturned", ~turned)):
+                    w = v[sel][np.isfinite(v[sel])]
+                    out[t][f"{key.removesuffix('_m')}_{part}_median_m"] = float(np.median(w)) if len(w) else None
     return out
 
 
 def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_per_task: int, rl_seed: int,
-            threshold_deg: float) -> dict[str, Any]:
-    """Every policy's pool episodes on one run folder, with their turns."""
+            threshold_deg: float, state_models: tuple[str, ...] = (), branch_step: int = 12,
+            quick_fit: Path | None = None) -> dict[str, Any]:
+    """Every policy's pool episodes on one run folder, with their turns (and with ``state_models``, the run's
+    folders of that name, their branches: :func:`branch_errors`; ``quick_fit``: instead branched in a tiny
+    two-member ensemble fitted there, quick mode)."""
     import envs
     from benchmarks.fixed_starts import pool_starts, rl_seeds
     from benchmarks.renderer_shift import policy_dir
@@ -141,10 +188,19 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
     cfg = run_config_of(src)
     task_ids, seeds = pool_starts(envs.resolve_tasks(cfg.suite), starts_per_task, rl_seeds(cfg, rl_seed)[1])
     out: dict[str, Any] = {"run": str(src), "starts": len(task_ids), "policies": {}}
+    models = []
+    if state_models or quick_fit is not None:
+        from benchmarks.state_model_rl import fit_quick_state_model, state_model_dir
+        from worldmodels.object_dynamics import ObjectDynamics
+
+        dirs = ([fit_quick_state_model(src, quick_fit / n, b)[0] for n, b in (("quick", None), ("quick_b", 1))]
+                if quick_fit is not None else [state_model_dir(src, n) for n in state_models])
+        models = [ObjectDynamics.from_pretrained(d).eval() for d in dirs]
+        out.update(state_models=[str(d) for d in dirs], branch_step=branch_step)
     for name in policies:
         d = policy_dir(src, policy_work, key, name)
         traj, stats = play_pool_with_orientations(load_policy(d), task_ids, seeds, run_env_kwargs(cfg))
-        eps = episode_turns(traj)
+        eps = {**episode_turns(traj), **(branch_errors(models, traj, branch_step) if models else {})}
         out["policies"][name] = {"policy": str(d), "success": float(stats["success_rate"]),
                                  "per_task": per_task(eps, threshold_deg), "episodes": eps}
     out["wall_time_s"] = time.perf_counter() - t0
@@ -153,16 +209,22 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
 
 def summarize(per_run: list[dict[str, Any]], policies: list[str], threshold_deg: float) -> dict[str, Any]:
     """Each policy's episodes pooled over the runs: :func:`per_task`, and over every task the success of the
-    turned and the unturned episodes."""
+    turned and the unturned episodes (with branches, also their median branch error and spread)."""
     out: dict[str, Any] = {}
     for name in policies:
-        eps = {k: [x for r in per_run for x in r["policies"][name]["episodes"][k]]
-               for k in ("task_ids", "success", "target_turn_deg", "other_turn_deg")}
+        keys = per_run[0]["policies"][name]["episodes"].keys()
+        eps = {k: [x for r in per_run for x in r["policies"][name]["episodes"][k]] for k in keys}
         ok, turned = np.array(eps["success"], bool), np.array(eps["target_turn_deg"]) > threshold_deg
         out[name] = {"episodes": len(ok), "success": float(ok.mean()), "turned_share": float(turned.mean()),
                      "success_turned": float(ok[turned].mean()) if turned.any() else None,
-                     "success_unturned": float(ok[~turned].mean()) if (~turned).any() else None,
-                     "per_task": per_task(eps, threshold_deg)}
+                     "success_unturned": float(ok[~turned].mean()) if (~turned).any() else None}
+        for key in ("branch_error_m", "branch_spread_m"):
+            if key in eps:
+                v = np.array(eps[key], float)
+                for part, sel in (("turned", turned), ("unturned", ~turned)):
+                    w = v[sel][np.isfinite(v[sel])]
+                    out[name][f"{key.removesuffix('_m')}_{part}_median_m"] = float(np.median(w)) if len(w) else None
+        out[name]["per_task"] = per_task(eps, threshold_deg)
     return out
 
 
@@ -183,7 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rl-seed", type=int, default=0, help="the fixed-starts pool's rl seed (its starts)")
     p.add_argument("--threshold-deg", type=float, default=15.0,
                    help="an episode whose target cube turned further (modulo its symmetries) counts as turned")
-    p.add_argument("--quick", action="store_true", help="the quick run, 2 starts per task (CI smoke)")
+    p.add_argument("--state-models", nargs="+", default=[], metavar="NAME",
+                   help="also branch each episode in the run's state model folders NAME (several: each member alone)")
+    p.add_argument("--branch-step", type=int, default=12,
+                   help="with --state-models: the real steps before the branch (default 12, as fixed_starts "
+                   "--real-steps 12)")
+    p.add_argument("--quick", action="store_true",
+                   help="the quick run, 2 starts per task, branched in a tiny state model fitted here (CI smoke)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (spawned processes of one torch thread)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True)
@@ -193,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks._stats import machine_info
     from benchmarks.real_rl import run_each
     from benchmarks.renderer_shift import policy_dir
+    from benchmarks.state_model_rl import state_model_dir
     from wmrl.errors import ConfigError, WmrlError
     from wmrl.io import atomic_write_json
 
@@ -201,15 +270,20 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--starts-per-task {a.starts_per_task}: expected >= 1")
         if not 0.0 < a.threshold_deg < 63.0:  # a cube's largest turn modulo its symmetries is about 62.8 deg
             raise ConfigError(f"--threshold-deg {a.threshold_deg}: expected an angle in (0, 63) degrees")
+        if a.branch_step < 1:
+            raise ConfigError(f"--branch-step {a.branch_step}: expected >= 1 real step before the branch")
         if a.quick:
             a.runs = a.runs or [Path("runs/imagination_lift_quick/seed_0")]
             a.starts_per_task = 2
         a.runs = a.runs or [Path(f"runs/imagination_lift/seed_{s}") for s in (0, 1, 2)]
         keys = run_keys(a.runs)
-        for src, k in zip(a.runs, keys, strict=True):  # every policy found before any work
+        for src, k in zip(a.runs, keys, strict=True):  # every policy and state model found before any work
             for name in a.policies:
                 policy_dir(src, a.policy_work, k, name)
-        jobs = {(k,): (src, a.policy_work, k, list(a.policies), a.starts_per_task, a.rl_seed, a.threshold_deg)
+            for name in a.state_models:
+                state_model_dir(src, name)
+        jobs = {(k,): (src, a.policy_work, k, list(a.policies), a.starts_per_task, a.rl_seed, a.threshold_deg,
+                       tuple(a.state_models), a.branch_step, Path("runs/cube_turns_quick") / k if a.quick else None)
                 for src, k in zip(a.runs, keys, strict=True)}
         t0 = time.perf_counter()
         runs = run_each(_one, jobs, a.jobs, not a.no_progress)
@@ -223,8 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(a.out, res)
     for name, v in res["summary"].items():
         fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        branch = (f"  branch error {fmt(v['branch_error_turned_median_m'])} / {fmt(v['branch_error_unturned_median_m'])}"
+                  f" m, spread {fmt(v['branch_spread_turned_median_m'])} / {fmt(v['branch_spread_unturned_median_m'])} m"
+                  if "branch_error_turned_median_m" in v else "")
         print(f"{name:12s} success {v['success']:.3f}  turned {v['turned_share']:.3f}  success turned "
-              f"{fmt(v['success_turned'])} / unturned {fmt(v['success_unturned'])}")
+              f"{fmt(v['success_turned'])} / unturned {fmt(v['success_unturned'])}{branch}")
     return 0
 
 

@@ -222,6 +222,18 @@ def _cube_turns(d: dict) -> str:
     return "; ".join(parts) + f"; {first} by task: {tasks}"
 
 
+def _cube_turns_branch(d: dict) -> str:
+    """A cube_turns.json with --state-models: per policy, the median branch error and members' spread (cm) of
+    turned / unturned episodes."""
+    summary = d.get("summary") or {}
+    if not summary or "branch_error_turned_median_m" not in next(iter(summary.values())):
+        return "not run"
+    f = lambda x: "-" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    return "; ".join(f"{n} {f(v['branch_error_turned_median_m'])} / {f(v['branch_error_unturned_median_m'])} cm "
+                     f"(spread {f(v['branch_spread_turned_median_m'])} / {f(v['branch_spread_unturned_median_m'])})"
+                     for n, v in summary.items())
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -889,6 +901,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "world, the simulator-drawn fine-tuned line's rounds 1 and 5", _cube_turns, ""),
     ("cube_turns_s55_rend.json", "same, the renderer-drawn line: its branched world and rounds 1, 4 and 5",
      _cube_turns, ""),
+    ("cube_turns_s55_branch.json", "same pools, each episode branched from its real state at step 12 in the runs' "
+     "state models (--state-models od_boot_100 od_boot_101 od_boot_102; each member open loop with the episode's "
+     "real actions): median distance of the target cube from the real one at the episode's end, turned / unturned "
+     "(the members' largest spread); sft, real GRPO 64 it, the simulator-drawn line's round 5", _cube_turns_branch,
+     ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from benchmarks.cube_turns import (
+    branch_errors,
     cube_symmetries,
     episode_turns,
     main,
@@ -65,6 +66,41 @@ def test_the_pool_is_played_with_the_cubes_orientations_beside_the_environment_s
     assert all(0.0 <= t <= 63.0 for t in eps["target_turn_deg"] + eps["other_turn_deg"])
 
 
+def test_a_branch_is_scored_on_the_target_cube_and_members_that_agree_have_no_spread():
+    """branch_errors: a model that moves nothing ends each episode's branch where the target cube stood at the
+    branch step, so its error is the target's real travel after it; two copies of one model never drift apart,
+    and a member that moves the cubes does."""
+    from wmrl.data import Trajectories
+    from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+
+    # two episodes of 6 rows; the target (index in column 11) slides 1 cm a step along x from row 2 on
+    rows, eps = 6, 2
+    env = np.zeros((rows * eps, 25), np.float32)
+    env[:, 11] = [1] * rows + [2] * rows
+    for e in range(eps):
+        target = 1 + e
+        for t in range(rows):
+            env[e * rows + t, 3 * target] = 0.01 * max(t - 2, 0)
+    traj = Trajectories(
+        images=np.zeros((rows * eps, 4, 4, 3), np.uint8), wrist_images=None,
+        states=np.zeros((rows * eps, 8), np.float32), actions=np.zeros((rows * eps, 7), np.float32),
+        rewards=np.zeros(rows * eps, np.float32), successes=np.zeros(rows * eps, bool),
+        dones=np.array(([False] * (rows - 1) + [True]) * eps), episode_index=np.repeat(np.arange(eps), rows),
+        frame_index=np.tile(np.arange(rows), eps), instructions=[""] * (rows * eps), task_ids=["t"] * (rows * eps),
+        fps=20, env_states=env)
+    still = ObjectDynamics(ObjectDynamicsConfig(hidden=8, layers=1))
+    with torch.no_grad():
+        for prm in still.parameters():
+            prm.zero_()
+    got = branch_errors([still, still], traj, branch_step=2)
+    np.testing.assert_allclose(got["branch_error_m"], [0.03, 0.03], atol=1e-6)  # rows 2 -> 5: 3 cm of travel
+    assert got["branch_spread_m"] == [0.0, 0.0]
+    assert np.isnan(branch_errors([still], traj, branch_step=5)["branch_error_m"]).all()  # nothing left to branch
+    torch.manual_seed(0)
+    moving = ObjectDynamics(ObjectDynamicsConfig(hidden=8, layers=1))
+    assert min(branch_errors([still, moving], traj, branch_step=2)["branch_spread_m"]) > 0.0
+
+
 def test_per_task_splits_success_by_whether_the_target_turned():
     eps = {"task_ids": ["A", "A", "A", "A", "B"], "success": [True, False, False, True, True],
            "target_turn_deg": [2.0, 40.0, 30.0, 5.0, 1.0], "other_turn_deg": [0.0, 20.0, 0.0, 0.0, 0.0]}
@@ -78,6 +114,8 @@ def test_per_task_splits_success_by_whether_the_target_turned():
     (["--policies", "sm_warm_2"], "policy 'sm_warm_2': "),
     (["--threshold-deg", "70"], "--threshold-deg 70.0: expected an angle in (0, 63) degrees"),
     (["--starts-per-task", "0"], "--starts-per-task 0: expected >= 1"),
+    (["--branch-step", "0"], "--branch-step 0: expected >= 1 real step before the branch"),
+    (["--state-models", "od_boot_100"], "has no state model od_boot_100/"),
 ])
 def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, args, msg):
     run = tmp_path / "run"
