@@ -41,8 +41,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks._stats import run_keys
+from envs.tabletop.environment_state import ENV_STATE_DIM
 
 TARGET_COLUMN = 11  # the environment state's target-cube index (envs.tabletop.environment_state)
+QUAT_COLUMN = ENV_STATE_DIM  # the recorded states' first quaternion column (play_pool_with_orientations)
 
 
 def cube_symmetries() -> np.ndarray:
@@ -82,7 +84,7 @@ def turn_deg(quats: np.ndarray) -> np.ndarray:
 def play_pool_with_orientations(policy: Any, task_ids: list[str], seeds: list[int],
                                 env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
     """``benchmarks.fixed_starts.play_pool`` with the cubes' quaternions recorded after the environment state:
-    ``env_states`` (N, 13 + 12), columns 13.. the red/green/blue cubes' (w, x, y, z)."""
+    ``env_states`` (N, ENV_STATE_DIM + 12), from column ``QUAT_COLUMN`` on the red/green/blue cubes' (w, x, y, z)."""
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
     from wmrl.errors import WmrlError
@@ -110,7 +112,7 @@ def episode_turns(traj: Any) -> dict[str, list]:
     out: dict[str, list] = {"task_ids": [], "success": [], "target_turn_deg": [], "other_turn_deg": []}
     for s, e in traj.episode_bounds:
         target = int(round(float(es[s, TARGET_COLUMN])))
-        turns = [float(turn_deg(es[s:e, 13 + 4 * c:17 + 4 * c]).max()) for c in range(3)]
+        turns = [float(turn_deg(es[s:e, QUAT_COLUMN + 4 * c:QUAT_COLUMN + 4 * (c + 1)]).max()) for c in range(3)]
         out["task_ids"].append(traj.task_ids[s])
         out["success"].append(bool(traj.successes[s:e].any()))
         out["target_turn_deg"].append(turns[target])

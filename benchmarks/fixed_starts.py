@@ -238,9 +238,10 @@ def keep_pool_play(work: Path, name: str, key: dict[str, Any], traj: Any, stats:
 def play_pool_kept(policy_dir: Path, name: str, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any],
                    work: Path) -> tuple[Any, dict]:
     """:func:`play_pool` of the policy in ``policy_dir`` without its frames (``Trajectories.without_frames``) and
-    terminal observations (what the state models' refits read), kept in ``work/pool_kept/<name>`` with its :func:`pool_key` and read from there while
-    the key is unchanged: a resumed run (e.g. one given more co-evolution rounds) does not play its finished
-    policies again. The play is deterministic (mean action, seeded starts), so a kept one is the play itself."""
+    terminal observations (neither is read by the state models' refits), kept in ``work/pool_kept/<name>`` with
+    its :func:`pool_key` and read from there while the key is unchanged: a resumed run (e.g. one given more
+    co-evolution rounds) does not play its finished policies again. The play is deterministic (mean action, seeded
+    starts), so a kept one is the play itself."""
     from policies import load_policy
     from wmrl.data import load_trajectories_npz
     from wmrl.errors import DatasetError
