@@ -16,14 +16,17 @@ is also branched as the fixed-starts world branches it: from the real state at s
 goes on open loop with the episode's real actions (its own arm), and the benchmark records how far its target cube
 ends from the real one (mean over the members) and how far two members' target cubes drift apart on the way (the
 largest distance). Per task these are split by turned and unturned episodes: is the world wrong where cubes turn,
-and does its ensemble notice?
+and does its ensemble notice? ``--held-out`` plays the runs' held-out evaluation starts instead of the pool (the
+600 starts every policy's held-out score comes from), to see whether what RL changed on the pool carries over.
 
 Usage::
 
     python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft real_pool sm_warm_4 \\
         --policy-work runs/s60/rend --starts-per-task 16 --out benchmarks/results/cube_turns.json
-    python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft \
+    python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft \\
         --state-models od_boot_100 od_boot_101 od_boot_102 --out benchmarks/results/cube_turns_branch.json
+    python -m benchmarks.cube_turns --runs runs/s55/lift/seed_{0,1,2} --policies sft sm_warm_4 \\
+        --policy-work runs/s60/rend --held-out --out benchmarks/results/cube_turns_held_out.json
     python -m benchmarks.cube_turns --quick --out /tmp/cube_turns_quick.json
 
 A policy NAME is the run's own stage (``sft``, ``round_0``, ``real_rl``) or a fixed-starts arm
@@ -176,20 +179,29 @@ def per_task(episodes: dict[str, list], threshold_deg: float) -> dict[str, dict[
 
 def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_per_task: int, rl_seed: int,
             threshold_deg: float, state_models: tuple[str, ...] = (), branch_step: int = 12,
-            quick_fit: Path | None = None) -> dict[str, Any]:
+            quick_fit: Path | None = None, held_out: bool = False) -> dict[str, Any]:
     """Every policy's pool episodes on one run folder, with their turns (and with ``state_models``, the run's
     folders of that name, their branches: :func:`branch_errors`; ``quick_fit``: instead branched in a tiny
-    two-member ensemble fitted there, quick mode)."""
+    two-member ensemble fitted there, quick mode). ``held_out``: the run's held-out evaluation starts instead of
+    the pool (``cfg.eval``: task ``i``'s episode ``e`` from seed ``eval.seed + 1000 i + e``, as
+    ``imagination.pipeline.evaluate_in_sim`` plays them), played one task at a time."""
     import envs
     from benchmarks.fixed_starts import pool_starts, rl_seeds
     from benchmarks.renderer_shift import policy_dir
     from imagination.pipeline import run_config_of, run_env_kwargs
     from policies import load_policy
+    from wmrl.data import Trajectories
 
     t0 = time.perf_counter()
     cfg = run_config_of(src)
-    task_ids, seeds = pool_starts(envs.resolve_tasks(cfg.suite), starts_per_task, rl_seeds(cfg, rl_seed)[1])
-    out: dict[str, Any] = {"run": str(src), "starts": len(task_ids), "policies": {}}
+    tasks = envs.resolve_tasks(cfg.suite)
+    if held_out:
+        n, first = cfg.eval.episodes_per_task, cfg.eval.seed
+        groups = [([t] * n, [first + 1000 * i + e for e in range(n)]) for i, t in enumerate(tasks)]
+    else:
+        groups = [pool_starts(tasks, starts_per_task, rl_seeds(cfg, rl_seed)[1])]
+    out: dict[str, Any] = {"run": str(src), "starts_of": "held_out" if held_out else "pool",
+                           "starts": sum(len(g[0]) for g in groups), "policies": {}}
     models = []
     if state_models or quick_fit is not None:
         from benchmarks.state_model_rl import fit_quick_state_model, state_model_dir
@@ -201,9 +213,11 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
         out.update(state_models=[str(d) for d in dirs], branch_step=branch_step)
     for name in policies:
         d = policy_dir(src, policy_work, key, name)
-        traj, stats = play_pool_with_orientations(load_policy(d), task_ids, seeds, run_env_kwargs(cfg))
+        policy = load_policy(d)
+        traj = Trajectories.concat([play_pool_with_orientations(policy, task_ids, seeds, run_env_kwargs(cfg))[0]
+                                    for task_ids, seeds in groups])
         eps = {**episode_turns(traj), **(branch_errors(models, traj, branch_step) if models else {})}
-        out["policies"][name] = {"policy": str(d), "success": float(stats["success_rate"]),
+        out["policies"][name] = {"policy": str(d), "success": float(np.mean(traj.episode_success)),
                                  "per_task": per_task(eps, threshold_deg), "episodes": eps}
     out["wall_time_s"] = time.perf_counter() - t0
     return out
@@ -244,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy-work", type=Path, default=Path("runs/fixed_starts"),
                    help="the fixed-starts work folder whose arms --policies name")
     p.add_argument("--starts-per-task", type=int, default=16)
+    p.add_argument("--held-out", action="store_true",
+                   help="play the runs' held-out evaluation starts (cfg.eval, 600 by default) instead of the pool")
     p.add_argument("--rl-seed", type=int, default=0, help="the fixed-starts pool's rl seed (its starts)")
     p.add_argument("--threshold-deg", type=float, default=15.0,
                    help="an episode whose target cube turned further (modulo its symmetries) counts as turned")
@@ -285,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in a.state_models:
                 state_model_dir(src, name)
         jobs = {(k,): (src, a.policy_work, k, list(a.policies), a.starts_per_task, a.rl_seed, a.threshold_deg,
-                       tuple(a.state_models), a.branch_step, Path("runs/cube_turns_quick") / k if a.quick else None)
+                       tuple(a.state_models), a.branch_step, Path("runs/cube_turns_quick") / k if a.quick else None,
+                       a.held_out)
                 for src, k in zip(a.runs, keys, strict=True)}
         t0 = time.perf_counter()
         runs = run_each(_one, jobs, a.jobs, not a.no_progress)
@@ -293,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res = {"summary": summarize(list(runs.values()), list(a.policies), a.threshold_deg), "runs": runs,
-           "threshold_deg": a.threshold_deg, "starts_per_task": a.starts_per_task, "rl_seed": a.rl_seed,
+           "threshold_deg": a.threshold_deg, "held_out": a.held_out, "starts_per_task": a.starts_per_task,
+           "rl_seed": a.rl_seed,
            "quick": bool(a.quick), "argv": sys.argv[1:] if argv is None else list(argv),
            "wall_time_s": time.perf_counter() - t0, "machine": machine_info()}
     atomic_write_json(a.out, res)

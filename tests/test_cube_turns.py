@@ -125,3 +125,39 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, args, msg):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and msg in err and "\n" not in err, err
     assert not out.exists()
+
+
+def test_held_out_mode_plays_the_runs_evaluation_starts_as_its_held_out_score_does(tmp_path, monkeypatch):
+    """run_one(held_out=True) plays each task's evaluation starts (cfg.eval: task i's episode e from seed
+    eval.seed + 1000 i + e, benchmarks.policy_eval's) with the cubes' orientations, one task at a time: the
+    episodes' outcomes are evaluate_in_sim's, start by start."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    import benchmarks.cube_turns as ct
+    from benchmarks.cube_turns import run_one
+    from imagination.pipeline import EvalConfig, RunConfig, evaluate_in_sim
+    from policies import load_policy
+    from policies.vla import VLAConfig, VLAPolicy
+
+    torch.manual_seed(0)
+    run = tmp_path / "run"
+    VLAPolicy(VLAConfig(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3)).save_pretrained(
+        run / "sft" / "policy")
+    cfg = RunConfig(suite=["PushCube-v0", "LiftCube-v0"], image_size=32,
+                    eval=EvalConfig(episodes_per_task=3, num_envs=2))
+    OmegaConf.save(OmegaConf.create(dataclasses.asdict(cfg)), run / "config.yaml")
+    played, play = [], ct.play_pool_with_orientations
+    monkeypatch.setattr(ct, "play_pool_with_orientations",
+                        lambda policy, t, s, kw: played.append((t, s)) or play(policy, t, s, kw))
+    got = run_one(run, tmp_path / "fs", "seed_0", ["sft"], 1, 0, 15.0, held_out=True)
+    first = cfg.eval.seed
+    assert played == [(["PushCube-v0"] * 3, [first, first + 1, first + 2]),
+                      (["LiftCube-v0"] * 3, [first + 1000, first + 1001, first + 1002])]
+    ev = evaluate_in_sim(load_policy(run / "sft" / "policy"), cfg)
+    eps = got["policies"]["sft"]["episodes"]
+    assert got["starts_of"] == "held_out" and got["starts"] == 6
+    assert eps["task_ids"] == ["PushCube-v0"] * 3 + ["LiftCube-v0"] * 3
+    assert "".join(str(int(x)) for x in eps["success"]) == ev["outcomes"]["PushCube-v0"] + ev["outcomes"]["LiftCube-v0"]
+    assert got["policies"]["sft"]["success"] == ev["success"]
