@@ -184,7 +184,8 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
     folders of that name, their branches: :func:`branch_errors`; ``quick_fit``: instead branched in a tiny
     two-member ensemble fitted there, quick mode). ``held_out``: the run's held-out evaluation starts instead of
     the pool (``cfg.eval``: task ``i``'s episode ``e`` from seed ``eval.seed + 1000 i + e``, as
-    ``imagination.pipeline.evaluate_in_sim`` plays them), played one task at a time."""
+    ``imagination.pipeline.evaluate_in_sim`` plays them, in its batches of ``eval.num_envs``: the outcomes are the
+    held-out score's, episode for episode)."""
     import envs
     from benchmarks.fixed_starts import pool_starts, rl_seeds
     from benchmarks.renderer_shift import policy_dir
@@ -195,9 +196,10 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
     t0 = time.perf_counter()
     cfg = run_config_of(src)
     tasks = envs.resolve_tasks(cfg.suite)
-    if held_out:
-        n, first = cfg.eval.episodes_per_task, cfg.eval.seed
-        groups = [([t] * n, [first + 1000 * i + e for e in range(n)]) for i, t in enumerate(tasks)]
+    if held_out:  # in the evaluation's batches too (a policy's float results depend a little on the batch size)
+        n, first, b = cfg.eval.episodes_per_task, cfg.eval.seed, cfg.eval.num_envs
+        groups = [([t] * min(b, n - k), [first + 1000 * i + e for e in range(k, min(k + b, n))])
+                  for i, t in enumerate(tasks) for k in range(0, n, b)]
     else:
         groups = [pool_starts(tasks, starts_per_task, rl_seeds(cfg, rl_seed)[1])]
     out: dict[str, Any] = {"run": str(src), "starts_of": "held_out" if held_out else "pool",

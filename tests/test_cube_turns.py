@@ -129,8 +129,8 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, args, msg):
 
 def test_held_out_mode_plays_the_runs_evaluation_starts_as_its_held_out_score_does(tmp_path, monkeypatch):
     """run_one(held_out=True) plays each task's evaluation starts (cfg.eval: task i's episode e from seed
-    eval.seed + 1000 i + e, benchmarks.policy_eval's) with the cubes' orientations, one task at a time: the
-    episodes' outcomes are evaluate_in_sim's, start by start."""
+    eval.seed + 1000 i + e, benchmarks.policy_eval's) with the cubes' orientations, in the evaluation's batches
+    (eval.num_envs): the episodes' outcomes are evaluate_in_sim's, start by start."""
     import dataclasses
 
     from omegaconf import OmegaConf
@@ -153,8 +153,8 @@ def test_held_out_mode_plays_the_runs_evaluation_starts_as_its_held_out_score_do
                         lambda policy, t, s, kw: played.append((t, s)) or play(policy, t, s, kw))
     got = run_one(run, tmp_path / "fs", "seed_0", ["sft"], 1, 0, 15.0, held_out=True)
     first = cfg.eval.seed
-    assert played == [(["PushCube-v0"] * 3, [first, first + 1, first + 2]),
-                      (["LiftCube-v0"] * 3, [first + 1000, first + 1001, first + 1002])]
+    assert played == [(["PushCube-v0"] * 2, [first, first + 1]), (["PushCube-v0"], [first + 2]),  # eval's batches
+                      (["LiftCube-v0"] * 2, [first + 1000, first + 1001]), (["LiftCube-v0"], [first + 1002])]
     ev = evaluate_in_sim(load_policy(run / "sft" / "policy"), cfg)
     eps = got["policies"]["sft"]["episodes"]
     assert got["starts_of"] == "held_out" and got["starts"] == 6
