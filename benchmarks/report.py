@@ -901,6 +901,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "world, the simulator-drawn fine-tuned line's rounds 1 and 5", _cube_turns, ""),
     ("cube_turns_s55_rend.json", "same, the renderer-drawn line: its branched world and rounds 1, 4 and 5",
      _cube_turns, ""),
+    ("cube_turns_s55_held_out_sim.json", "same measure on the runs' 600 held-out starts each (--held-out; the "
+     "outcomes are the held-out scores', episode for episode): sft, real GRPO 64 it, the simulator-drawn line's "
+     "round 5", _cube_turns, ""),
+    ("cube_turns_s55_held_out_rend.json", "same, held out: the renderer-drawn line's rounds 1 and 4", _cube_turns, ""),
     ("cube_turns_s55_branch.json", "same pools, each episode branched from its real state at step 12 in the runs' "
      "state models (--state-models od_boot_100 od_boot_101 od_boot_102; each member open loop with the episode's "
      "real actions): median distance of the target cube from the real one at the episode's end, turned / unturned "
