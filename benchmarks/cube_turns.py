@@ -123,6 +123,18 @@ def episode_turns(traj: Any) -> dict[str, list]:
     return out
 
 
+def state_model_folder(src: Path, key: str, name: str) -> Path:
+    """State model ``name`` of run ``src``: a folder name in the run, or a path (``{run}`` stands for the run's key,
+    e.g. a fixed-starts line's fine-tuned model ``runs/fs/{run}/sm_warm_5/state_models/od_boot_100``); a one-line
+    error if it is not a state model."""
+    from benchmarks.state_model_rl import state_model_dir
+
+    if "/" not in name:
+        return state_model_dir(src, name)
+    d = Path(name.replace("{run}", key))
+    return state_model_dir(d.parent, d.name)
+
+
 def branch_errors(models: list[Any], traj: Any, branch_step: int) -> dict[str, list[float]]:
     """Per episode of ``traj`` (with ``env_states``; the cubes' xyz in columns 0-8): each state model of ``models``
     (``worldmodels.object_dynamics.ObjectDynamics``) goes on from the real state at step ``branch_step`` open loop,
@@ -206,11 +218,11 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
                            "starts": sum(len(g[0]) for g in groups), "policies": {}}
     models = []
     if state_models or quick_fit is not None:
-        from benchmarks.state_model_rl import fit_quick_state_model, state_model_dir
+        from benchmarks.state_model_rl import fit_quick_state_model
         from worldmodels.object_dynamics import ObjectDynamics
 
         dirs = ([fit_quick_state_model(src, quick_fit / n, b)[0] for n, b in (("quick", None), ("quick_b", 1))]
-                if quick_fit is not None else [state_model_dir(src, n) for n in state_models])
+                if quick_fit is not None else [state_model_folder(src, key, n) for n in state_models])
         models = [ObjectDynamics.from_pretrained(d).eval() for d in dirs]
         out.update(state_models=[str(d) for d in dirs], branch_step=branch_step)
     for name in policies:
@@ -266,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold-deg", type=float, default=15.0,
                    help="an episode whose target cube turned further (modulo its symmetries) counts as turned")
     p.add_argument("--state-models", nargs="+", default=[], metavar="NAME",
-                   help="also branch each episode in the run's state model folders NAME (several: each member alone)")
+                   help="also branch each episode in state models NAME: folders in each run, or paths where {run} "
+                   "stands for the run's key (several: each member alone)")
     p.add_argument("--branch-step", type=int, default=12,
                    help="with --state-models: the real steps before the branch (default 12, as fixed_starts "
                    "--real-steps 12)")
@@ -281,7 +294,6 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks._stats import machine_info
     from benchmarks.real_rl import run_each
     from benchmarks.renderer_shift import policy_dir
-    from benchmarks.state_model_rl import state_model_dir
     from wmrl.errors import ConfigError, WmrlError
     from wmrl.io import atomic_write_json
 
@@ -301,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in a.policies:
                 policy_dir(src, a.policy_work, k, name)
             for name in a.state_models:
-                state_model_dir(src, name)
+                state_model_folder(src, k, name)
         jobs = {(k,): (src, a.policy_work, k, list(a.policies), a.starts_per_task, a.rl_seed, a.threshold_deg,
                        tuple(a.state_models), a.branch_step, Path("runs/cube_turns_quick") / k if a.quick else None,
                        a.held_out)

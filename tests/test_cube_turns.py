@@ -116,6 +116,7 @@ def test_per_task_splits_success_by_whether_the_target_turned():
     (["--starts-per-task", "0"], "--starts-per-task 0: expected >= 1"),
     (["--branch-step", "0"], "--branch-step 0: expected >= 1 real step before the branch"),
     (["--state-models", "od_boot_100"], "has no state model od_boot_100/"),
+    (["--state-models", "fs/{run}/sm_warm_5/state_models/od_boot_100"], "fs/run/sm_warm_5/state_models has no state"),
 ])
 def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, args, msg):
     run = tmp_path / "run"
@@ -161,3 +162,15 @@ def test_held_out_mode_plays_the_runs_evaluation_starts_as_its_held_out_score_do
     assert eps["task_ids"] == ["PushCube-v0"] * 3 + ["LiftCube-v0"] * 3
     assert "".join(str(int(x)) for x in eps["success"]) == ev["outcomes"]["PushCube-v0"] + ev["outcomes"]["LiftCube-v0"]
     assert got["policies"]["sft"]["success"] == ev["success"]
+
+
+def test_a_state_model_is_a_run_folder_name_or_a_path_with_the_runs_key(tmp_path):
+    from benchmarks.cube_turns import state_model_folder
+    from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+
+    model = ObjectDynamics(ObjectDynamicsConfig(hidden=8, layers=1))
+    model.save_pretrained(tmp_path / "run" / "od")
+    model.save_pretrained(tmp_path / "fs" / "seed_3" / "line" / "od")
+    assert state_model_folder(tmp_path / "run", "seed_3", "od") == tmp_path / "run" / "od"
+    assert state_model_folder(tmp_path / "run", "seed_3", f"{tmp_path}/fs/{{run}}/line/od") == (
+        tmp_path / "fs" / "seed_3" / "line" / "od")
