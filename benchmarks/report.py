@@ -910,6 +910,11 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "real actions): median distance of the target cube from the real one at the episode's end, turned / unturned "
      "(the members' largest spread); sft, real GRPO 64 it, the simulator-drawn line's round 5", _cube_turns_branch,
      ""),
+    ("cube_turns_s55_held_out_branch.json", "same branches of SFT's 600 held-out episodes per run in the runs' "
+     "state models as fitted on the demos", _cube_turns_branch, ""),
+    ("cube_turns_s55_held_out_branch_warm5.json", "same, in the simulator-drawn line's state models after five "
+     "rounds of fine-tuning on its pool rollouts (runs/s57/fs/warm/{run}/sm_warm_5/state_models)",
+     _cube_turns_branch, ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
