@@ -84,28 +84,27 @@ def turn_deg(quats: np.ndarray) -> np.ndarray:
     return np.degrees(np.arccos(np.clip((traces.max(1) - 1.0) / 2.0, -1.0, 1.0)))
 
 
-def play_pool_with_orientations(policy: Any, task_ids: list[str], seeds: list[int],
-                                env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
-    """``benchmarks.fixed_starts.play_pool`` with the cubes' quaternions recorded after the environment state:
-    ``env_states`` (N, ENV_STATE_DIM + 12), from column ``QUAT_COLUMN`` on the red/green/blue cubes' (w, x, y, z)."""
-    import envs
-    from imagination.coevolution import policy_chunk_fn, record_rollouts
+def states_with_orientations(env: Any) -> Any:
+    """For :func:`benchmarks.fixed_starts.play_pool` ``states_of``: the tabletop ``env``'s environment state with
+    the cubes' quaternions after it, (N, ENV_STATE_DIM + 12), from column ``QUAT_COLUMN`` on the red/green/blue
+    cubes' (w, x, y, z)."""
     from wmrl.errors import WmrlError
 
-    env = envs.make_vec(task_ids, len(task_ids), autoreset_mode="same_step", **env_kwargs)
-    try:
-        u = env.unwrapped
-        if not hasattr(u, "cube_orientations"):
-            raise WmrlError(f"tasks {sorted(set(task_ids))}: {type(u).__name__} has no cube_orientations(); "
-                            "expected the built-in suite's tabletop env")
+    if not hasattr(env, "cube_orientations"):
+        raise WmrlError(f"{type(env).__name__} has no cube_orientations(); expected the built-in suite's tabletop env")
 
-        def states() -> np.ndarray:
-            return np.concatenate([u.environment_state(), u.cube_orientations().reshape(u.num_envs, -1)], 1)
+    def states() -> np.ndarray:
+        return np.concatenate([env.environment_state(), env.cube_orientations().reshape(env.num_envs, -1)], 1)
 
-        return record_rollouts(env, policy_chunk_fn(policy, deterministic=True), len(task_ids), policy.chunk_size,
-                               seed=list(seeds), first_episodes_only=True, env_state_fn=states)
-    finally:
-        env.close()
+    return states
+
+
+def play_pool_with_orientations(policy: Any, task_ids: list[str], seeds: list[int],
+                                env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
+    """``benchmarks.fixed_starts.play_pool`` recording :func:`states_with_orientations`."""
+    from benchmarks.fixed_starts import play_pool
+
+    return play_pool(policy, task_ids, seeds, env_kwargs, states_of=states_with_orientations)
 
 
 def episode_turns(traj: Any) -> dict[str, list]:
@@ -164,29 +163,33 @@ def branch_errors(models: list[Any], traj: Any, branch_step: int) -> dict[str, l
     return out
 
 
-def per_task(episodes: dict[str, list], threshold_deg: float) -> dict[str, dict[str, Any]]:
-    """By task: episodes, success, median target turn, share turned past ``threshold_deg`` (target; other cubes),
-    and the success rate of the turned and the unturned episodes (None where there are none)."""
-    tasks = np.array(episodes["task_ids"])
-    ok = np.array(episodes["success"], bool)
-    turn, other = np.array(episodes["target_turn_deg"]), np.array(episodes["other_turn_deg"])
-    out: dict[str, dict[str, Any]] = {}
-    for t in sorted(set(tasks.tolist())):
-        m = tasks == t
-        turned = turn[m] > threshold_deg
-        out[t] = {"episodes": int(m.sum()), "success": float(ok[m].mean()),
-                  "target_turn_median_deg": float(np.median(turn[m])),
-                  "turned_share": float(turned.mean()),
-                  "other_turned_share": float((other[m] > threshold_deg).mean()),
-                  "success_turned": float(ok[m][turned].mean()) if turned.any() else None,
-                  "success_unturned": float(ok[m][~turned].mean()) if (~turned).any() else None}
-        if "branch_error_m" in episodes:  # medians over the episodes long enough to branch
-            for key in ("branch_error_m", "branch_spread_m"):
-                v = np.array(episodes[key], float)[m]
-                for part, sel in (("turned", turned), ("unturned", ~turned)):
-                    w = v[sel][np.isfinite(v[sel])]
-                    out[t][f"{key.removesuffix('_m')}_{part}_median_m"] = float(np.median(w)) if len(w) else None
+def turn_split(episodes: dict[str, list], sel: np.ndarray, threshold_deg: float) -> dict[str, Any]:
+    """Of the episodes ``sel`` (bool mask): success, share whose target turned past ``threshold_deg``, the success
+    of the turned and the unturned ones (None where there are none) and, with branches, their median branch error
+    and spread (over the episodes long enough to branch)."""
+    ok = np.array(episodes["success"], bool)[sel]
+    turned = np.array(episodes["target_turn_deg"])[sel] > threshold_deg
+    out: dict[str, Any] = {"success": float(ok.mean()), "turned_share": float(turned.mean()),
+                           "success_turned": float(ok[turned].mean()) if turned.any() else None,
+                           "success_unturned": float(ok[~turned].mean()) if (~turned).any() else None}
+    for key in ("branch_error_m", "branch_spread_m"):
+        if key in episodes:
+            v = np.array(episodes[key], float)[sel]
+            for part, part_sel in (("turned", turned), ("unturned", ~turned)):
+                w = v[part_sel][np.isfinite(v[part_sel])]
+                out[f"{key.removesuffix('_m')}_{part}_median_m"] = float(np.median(w)) if len(w) else None
     return out
+
+
+def per_task(episodes: dict[str, list], threshold_deg: float) -> dict[str, dict[str, Any]]:
+    """By task: episodes, median target turn, share of other cubes turned past ``threshold_deg``, and
+    :func:`turn_split` of its episodes."""
+    tasks = np.array(episodes["task_ids"])
+    turn, other = np.array(episodes["target_turn_deg"]), np.array(episodes["other_turn_deg"])
+    return {t: {"episodes": int((tasks == t).sum()), "target_turn_median_deg": float(np.median(turn[tasks == t])),
+                "other_turned_share": float((other[tasks == t] > threshold_deg).mean()),
+                **turn_split(episodes, tasks == t, threshold_deg)}
+            for t in sorted(set(tasks.tolist()))}
 
 
 def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_per_task: int, rl_seed: int,
@@ -238,23 +241,14 @@ def run_one(src: Path, policy_work: Path, key: str, policies: list[str], starts_
 
 
 def summarize(per_run: list[dict[str, Any]], policies: list[str], threshold_deg: float) -> dict[str, Any]:
-    """Each policy's episodes pooled over the runs: :func:`per_task`, and over every task the success of the
-    turned and the unturned episodes (with branches, also their median branch error and spread)."""
+    """Each policy's episodes pooled over the runs: :func:`turn_split` of them all, and :func:`per_task`."""
     out: dict[str, Any] = {}
     for name in policies:
         keys = per_run[0]["policies"][name]["episodes"].keys()
         eps = {k: [x for r in per_run for x in r["policies"][name]["episodes"][k]] for k in keys}
-        ok, turned = np.array(eps["success"], bool), np.array(eps["target_turn_deg"]) > threshold_deg
-        out[name] = {"episodes": len(ok), "success": float(ok.mean()), "turned_share": float(turned.mean()),
-                     "success_turned": float(ok[turned].mean()) if turned.any() else None,
-                     "success_unturned": float(ok[~turned].mean()) if (~turned).any() else None}
-        for key in ("branch_error_m", "branch_spread_m"):
-            if key in eps:
-                v = np.array(eps[key], float)
-                for part, sel in (("turned", turned), ("unturned", ~turned)):
-                    w = v[sel][np.isfinite(v[sel])]
-                    out[name][f"{key.removesuffix('_m')}_{part}_median_m"] = float(np.median(w)) if len(w) else None
-        out[name]["per_task"] = per_task(eps, threshold_deg)
+        every = np.ones(len(eps["success"]), bool)
+        out[name] = {"episodes": int(every.sum()), **turn_split(eps, every, threshold_deg),
+                     "per_task": per_task(eps, threshold_deg)}
     return out
 
 

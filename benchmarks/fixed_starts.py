@@ -189,9 +189,11 @@ def pool_starts(tasks: list[str], starts_per_task: int, rl_seed: int) -> tuple[l
     return [tasks[x % len(tasks)] for x in range(p)], [group_seed(rl_seed, x) for x in range(p)]
 
 
-def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any]) -> tuple[Any, dict]:
+def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any],
+              states_of: Any = None) -> tuple[Any, dict]:
     """``policy``'s mean action from every pool start, one sub-env per start: ``(Trajectories, stats)``
-    with the episodes in start order (``traj.episode_success`` is the per-start outcome)."""
+    with the episodes in start order (``traj.episode_success`` is the per-start outcome). ``states_of``:
+    ``(unwrapped env) -> (() -> (N, S) states)`` recorded as the ``env_states`` (None: the env's own)."""
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
 
@@ -204,6 +206,7 @@ def play_pool(policy: Any, task_ids: list[str], seeds: list[int], env_kwargs: di
             policy.chunk_size,
             seed=list(seeds),
             first_episodes_only=True,
+            env_state_fn=None if states_of is None else states_of(env.unwrapped),
         )
     finally:
         env.close()
@@ -223,16 +226,19 @@ def pool_key(policy_dir: Path, task_ids: list[str], seeds: list[int], env_kwargs
             "env_kwargs": json.loads(json.dumps(env_kwargs, default=str))}
 
 
-def keep_pool_play(work: Path, name: str, key: dict[str, Any], traj: Any, stats: dict[str, Any]) -> None:
-    """Write policy ``name``'s pool play (``traj`` without its frames, and ``stats``) to ``work/pool_kept``, the
-    trajectories first and the JSON with ``key`` last (atomically each: a stopped write is played again)."""
+def keep_pool_play(work: Path, name: str, key: dict[str, Any], traj: Any, stats: dict[str, Any]) -> tuple[Any, dict]:
+    """Write policy ``name``'s pool play (``traj`` without its frames and terminal observations, and ``stats``) to
+    ``work/pool_kept``, the trajectories first and the JSON with ``key`` last (atomically each: a stopped write is
+    played again); the play as kept."""
     from wmrl.data import save_trajectories_npz
     from wmrl.io import atomic_write_json
 
     folder = work / POOL_KEPT
     folder.mkdir(parents=True, exist_ok=True)
-    save_trajectories_npz(folder / f"{name}.npz", traj.without_frames())
+    kept = dataclasses.replace(traj.without_frames(), terminal=None)
+    save_trajectories_npz(folder / f"{name}.npz", kept)
     atomic_write_json(folder / f"{name}.json", {**key, "stats": stats})
+    return kept, stats
 
 
 def play_pool_kept(policy_dir: Path, name: str, task_ids: list[str], seeds: list[int], env_kwargs: dict[str, Any],
@@ -257,9 +263,7 @@ def play_pool_kept(policy_dir: Path, name: str, task_ids: list[str], seeds: list
                     return traj.without_frames(), kept["stats"]  # the npz holds no terminal observations
         except (json.JSONDecodeError, DatasetError):
             pass  # a damaged keep is played again (and written anew)
-    traj, stats = play_pool(load_policy(policy_dir), task_ids, seeds, env_kwargs)
-    keep_pool_play(work, name, key, traj, stats)
-    return dataclasses.replace(traj.without_frames(), terminal=None), stats
+    return keep_pool_play(work, name, key, *play_pool(load_policy(policy_dir), task_ids, seeds, env_kwargs))
 
 
 def play_expert_pool(
@@ -730,8 +734,8 @@ def run_one(
                 if warm_refit.renderer_steps and not (work / name / "renderer" / "config.json").is_file():
                     # the round's renderer fine-tune reads the frames: played, and kept without them
                     framed, st = play_pool(load_policy(p_prev), task_ids, seeds, env_kwargs)
-                    keep_pool_play(work, prev[WARM_REFIT_ARM], pool_key(p_prev, task_ids, seeds, env_kwargs), framed, st)
-                    played[prev[WARM_REFIT_ARM]] = (dataclasses.replace(framed.without_frames(), terminal=None), st)
+                    played[prev[WARM_REFIT_ARM]] = keep_pool_play(
+                        work, prev[WARM_REFIT_ARM], pool_key(p_prev, task_ids, seeds, env_kwargs), framed, st)
                 else:
                     played[prev[WARM_REFIT_ARM]] = play_pool_kept(p_prev, prev[WARM_REFIT_ARM], task_ids, seeds,
                                                                   env_kwargs, work)
