@@ -403,6 +403,11 @@ def check_state_model(model: Any, proprio_dim: int) -> None:
     c = model.config
     if not c.arm:
         raise WmrlError("the state model has no arm (object_dynamics --arm): it cannot step the proprio")
+    if c.orientation:
+        raise WmrlError(
+            "the state model reads the cubes' orientations (config.orientation); the state-model worlds carry "
+            "positions only: use a model fitted with orientation=false"
+        )
     if c.proprio_dim != proprio_dim or c.num_objects != 3:
         raise WmrlError(
             f"the state model steps proprio_dim={c.proprio_dim} and {c.num_objects} objects; "

@@ -76,12 +76,17 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
 
 def turn_deg(quats: np.ndarray) -> np.ndarray:
     """float64 (T,): how far a cube with orientations ``quats`` (T, 4) (w, x, y, z) has turned from ``quats[0]``
-    at each step, in degrees, modulo its symmetries: the smallest rotation angle of ``R_0^T R_t g`` over the 24
-    cube symmetries ``g`` (a quarter turn reads 0)."""
-    r = quat_to_matrix(quats)
-    rel = np.einsum("ji,tjk->tik", r[0], r)  # R_0^T R_t: the turn in the cube's start frame
-    traces = np.einsum("tij,gji->tg", rel, cube_symmetries())  # trace(rel @ g)
-    return np.degrees(np.arccos(np.clip((traces.max(1) - 1.0) / 2.0, -1.0, 1.0)))
+    at each step, in degrees, modulo its symmetries (:func:`cube_angle_deg`; a quarter turn reads 0)."""
+    return cube_angle_deg(np.broadcast_to(np.asarray(quats)[:1], np.shape(quats)), quats)
+
+
+def cube_angle_deg(q_a: np.ndarray, q_b: np.ndarray) -> np.ndarray:
+    """float64 (...): the angle (degrees) between cube orientations ``q_a`` and ``q_b`` (..., 4) (w, x, y, z)
+    modulo the cube's symmetries: the smallest rotation angle of ``R_a^T R_b g`` over the 24 symmetries ``g``."""
+    ra, rb = quat_to_matrix(q_a), quat_to_matrix(q_b)
+    rel = np.einsum("...ji,...jk->...ik", ra, rb)  # R_a^T R_b: the turn in a's frame
+    traces = np.einsum("...ij,gji->...g", rel, cube_symmetries())  # trace(rel @ g)
+    return np.degrees(np.arccos(np.clip((traces.max(-1) - 1.0) / 2.0, -1.0, 1.0)))
 
 
 def states_with_orientations(env: Any) -> Any:

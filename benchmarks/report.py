@@ -234,6 +234,27 @@ def _cube_turns_branch(d: dict) -> str:
                      for n, v in summary.items())
 
 
+def _orientation_dynamics(d: dict) -> str:
+    """An orientation_dynamics.json: per test set, the turned share and the median final branch error (cm) of
+    turned / unturned episodes for the position-only models, the orientation models and the orientation models
+    given the real orientations (oracle), then the orientation models' final angle error against holding it."""
+    sets = d.get("test_sets") or []
+    if not sets:
+        return "not run"
+    f = lambda x: "-" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    parts = []
+    for t in sets:
+        s = t["summary"]
+        err = {k: f"{f(s['turned'][k])} / {f(s['unturned'][k])}" for k in (
+            "position_final_error_median_m", "orientation_final_error_median_m", "oracle_final_error_median_m")}
+        name = t["test_set"].split(":")[0]
+        parts.append(f"{name} (turned {t['turned_share']:.2f}): position {err['position_final_error_median_m']}, "
+                     f"orientation {err['orientation_final_error_median_m']}, oracle "
+                     f"{err['oracle_final_error_median_m']} cm; angle {s['all']['orientation_final_angle_median_deg']:.0f}"
+                     f" deg vs held {s['all']['no_turn_final_angle_median_deg']:.0f}")
+    return "; ".join(parts)
+
+
 def _self_imitation(d: dict) -> str:
     """A self_imitation.json: ``SFT -> round 0 / round 1 ...`` (mean over seeds), the last round's paired lift
     per seed and the real env steps per seed."""
@@ -915,6 +936,14 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("cube_turns_s55_held_out_branch_warm5.json", "same, in the simulator-drawn line's state models after five "
      "rounds of fine-tuning on its pool rollouts (runs/s57/fs/warm/{run}/sm_warm_5/state_models)",
      _cube_turns_branch, ""),
+    ("orientation_dynamics.json", "do the cubes' orientations help a state model? (benchmarks.orientation_dynamics; "
+     "arm-and-object models fitted on 360 expert episodes with the cubes' quaternions, 3 fit seeds, positions only / "
+     "also reading and predicting orientation (rotation weight 0.05) / the latter given the real orientation at "
+     "every step; branched at step 12, open loop with the real actions): median final target-cube error, turned / "
+     "unturned episodes, on 240 expert test episodes and SFT's 600 held-out episodes (runs/s65/base)",
+     _orientation_dynamics, ""),
+    ("orientation_dynamics_w1.json", "same, the orientation models' rotation loss weighted 1 (--rotation-weight 1; "
+     "the same position models)", _orientation_dynamics, ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "

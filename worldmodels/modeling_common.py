@@ -336,6 +336,11 @@ class WorldModel(nn.Module):
         if model is not None:
             c = self.config
             oc = model.config
+            if oc.orientation:
+                raise WorldModelInputError(
+                    "object dynamics that read the objects' orientations (config.orientation) cannot move a world "
+                    "model's environment state, which holds positions only"
+                )
             if c.env_state_dim != 3 * oc.num_objects:
                 raise WorldModelInputError(
                     f"object dynamics of {oc.num_objects} objects needs env_state_dim={3 * oc.num_objects}; "

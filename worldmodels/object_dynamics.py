@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,10 +41,13 @@ from torch import Tensor, nn
 
 from wmrl.errors import CheckpointError, ConfigError, DatasetError
 from wmrl.io import atomic_save_safetensors, atomic_write_json
+from worldmodels.orientation import CUBE_FEATURE_DIM, cube_orientation_features, rotation_increment, step_quat
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 FORMAT_VERSION = 1
 CM = 100.0  # displacements are learned in centimetres per step
+DEG = math.pi / 180.0  # rotations are learned in degrees per step
+MOVING_TURN_DEG = 0.5  # an object turning more than this over a step is a moving one (orientation models)
 
 
 @dataclass
@@ -71,6 +75,14 @@ class ObjectDynamicsConfig:
         replacement by ``seed``; the held-out split is unchanged), so ensemble members differ in
         their data and not only in their initialisation and sampling.
     seed: seed of the split, the initialisation and the sampling (CPU runs are reproducible).
+    orientation: also read and predict each object's orientation: the environment state carries the
+        objects' unit quaternions (w, x, y, z) from column ``quat_column`` on (4 per object; the built-in
+        suite's ``benchmarks.cube_turns.states_with_orientations``); every object's features gain how it is
+        tipped, its yaw modulo a quarter turn and the tcp's offset and motion in its own frame
+        (:func:`worldmodels.orientation.cube_orientation_features`), and the MLP also predicts its rotation
+        over the step (a world-frame rotation vector, learned in degrees, weighted ``rotation_weight``).
+    quat_column: the environment state's first quaternion column (``orientation`` only).
+    rotation_weight: weight of the rotation's squared error (degrees^2) against the displacement's (cm^2).
     """
 
     num_objects: int = 3
@@ -92,6 +104,9 @@ class ObjectDynamicsConfig:
     proprio_dim: int = 8
     bootstrap: bool = False
     seed: int = 0
+    orientation: bool = False
+    quat_column: int = 13
+    rotation_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.num_objects < 1:
@@ -103,6 +118,13 @@ class ObjectDynamicsConfig:
                 raise ConfigError(f"object_dynamics {name}={getattr(self, name)!r} must be > 0")
         if self.steps < 1 or self.batch_size < 1 or self.hidden < 1 or self.layers < 1:
             raise ConfigError("object_dynamics steps, batch_size, hidden and layers must be >= 1")
+        if self.quat_column < 3 * self.num_objects:
+            raise ConfigError(
+                f"object_dynamics quat_column={self.quat_column} overlaps the object positions (columns "
+                f"0-{3 * self.num_objects - 1})"
+            )
+        if not self.rotation_weight >= 0:
+            raise ConfigError(f"object_dynamics rotation_weight={self.rotation_weight!r} must be >= 0")
         if not 0.0 <= self.test_fraction < 1.0:
             raise ConfigError(f"object_dynamics test_fraction={self.test_fraction!r} must be in [0, 1)")
 
@@ -114,8 +136,14 @@ class ObjectDynamicsConfig:
     @property
     def feature_dim(self) -> int:
         """Features per object: tcp offset 3, tcp move 3, fingers 2x, action, height 1, velocity 3,
-        the other objects' offsets 3 each."""
-        return 3 + 3 + 2 * len(self.finger_dims) + len(self.action_dims) + 1 + 3 + 3 * (self.num_objects - 1)
+        the other objects' offsets 3 each; with ``orientation`` its orientation features."""
+        base = 3 + 3 + 2 * len(self.finger_dims) + len(self.action_dims) + 1 + 3 + 3 * (self.num_objects - 1)
+        return base + (CUBE_FEATURE_DIM if self.orientation else 0)
+
+    @property
+    def env_state_min_dim(self) -> int:
+        """Environment-state dims the model reads: the objects' xyz (and with ``orientation`` their quaternions)."""
+        return self.quat_column + 4 * self.num_objects if self.orientation else 3 * self.num_objects
 
 
 def _mlp(inp: int, hidden: int, layers: int, out: int) -> nn.Sequential:
@@ -135,7 +163,7 @@ class ObjectDynamics(nn.Module):
         super().__init__()
         self.config = config
         f = config.feature_dim
-        self.mlp = _mlp(f, config.hidden, config.layers, 3)
+        self.mlp = _mlp(f, config.hidden, config.layers, 6 if config.orientation else 3)
         self.register_buffer("feat_mean", torch.zeros(f))
         self.register_buffer("feat_std", torch.ones(f))
         if config.arm:
@@ -150,11 +178,14 @@ class ObjectDynamics(nn.Module):
         return self.feat_mean.device
 
     def features(
-        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor
+        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor,
+        quats: Tensor | None = None,
     ) -> Tensor:
         """proprio0 / proprio1 (B, P) before / after the step, actions (B, A), objs / objs_prev (B, O, 3)
-        now / one step earlier -> raw features (B, O, F)."""
+        now / one step earlier, quats (B, O, 4) the objects' orientations now (``config.orientation`` only)
+        -> raw features (B, O, F)."""
         c = self.config
+        self._check_quats(quats, objs)
         o = c.num_objects
         r = c.reach
         tcp0, tcp1 = proprio0[:, c.tcp_dims], proprio1[:, c.tcp_dims]
@@ -167,23 +198,58 @@ class ObjectDynamics(nn.Module):
         height = objs[..., 2:3] / r
         vel = (objs - objs_prev) * CM
         others = [(torch.roll(objs, -j, dims=1) - objs).clamp(-r, r) / r for j in range(1, o)]
-        return torch.cat([rel, move, fingers, act, height, vel, *others], dim=-1)
+        parts = [rel, move, fingers, act, height, vel, *others]
+        if c.orientation:
+            parts.append(cube_orientation_features(quats.float(), rel, move, vel))
+        return torch.cat(parts, dim=-1)
+
+    def _check_quats(self, quats: Tensor | None, objs: Tensor) -> None:
+        """A one-line ConfigError unless an orientation model gets (B, O, 4) orientations (and others none)."""
+        if not self.config.orientation:
+            if quats is not None:
+                raise ConfigError("this object-dynamics model reads no orientations (config.orientation=false)")
+            return
+        if quats is None or tuple(quats.shape) != (*objs.shape[:-1], 4):
+            got = None if quats is None else tuple(quats.shape)
+            raise ConfigError(
+                f"this object-dynamics model reads the objects' orientations: quats of shape {(*objs.shape[:-1], 4)} "
+                f"(w, x, y, z), got {got}"
+            )
+
+    def motion(self, feats: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Raw features (..., F) -> (the object's displacement over the step (..., 3), metres; with
+        ``config.orientation`` its world-frame rotation vector over the step (..., 3), radians, else None)."""
+        out = self.mlp((feats - self.feat_mean) / self.feat_std)
+        rot = out[..., 3:] * DEG if self.config.orientation else None
+        return out[..., :3] / CM, rot
 
     def displacement(self, feats: Tensor) -> Tensor:
         """Raw features (..., F) -> the object's displacement over the step (..., 3), metres."""
-        return self.mlp((feats - self.feat_mean) / self.feat_std) / CM
+        return self.motion(feats)[0]
+
+    def step_objects(
+        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor,
+        quats: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(Next object positions (B, O, 3), next orientations (B, O, 4) or None without ``config.orientation``);
+        see :meth:`features` for the inputs. Parked objects (beyond ``active_bound``) keep their pose."""
+        feats = self.features(
+            proprio0.float(), proprio1.float(), actions.float(), objs.float(), objs_prev.float(),
+            None if quats is None else quats.float(),
+        )
+        delta, rot = self.motion(feats)
+        active = (objs.abs() < self.config.active_bound).all(dim=-1, keepdim=True)
+        nxt = objs.float() + delta * active
+        if rot is None:
+            return nxt, None
+        return nxt, torch.where(active, step_quat(quats.float(), rot), quats.float())
 
     def forward(
-        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor
+        self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor,
+        quats: Tensor | None = None,
     ) -> Tensor:
-        """Next object positions (B, O, 3); see :meth:`features` for the inputs. Parked objects
-        (beyond ``active_bound``) keep their position."""
-        feats = self.features(
-            proprio0.float(), proprio1.float(), actions.float(), objs.float(), objs_prev.float()
-        )
-        delta = self.displacement(feats)
-        active = (objs.abs() < self.config.active_bound).all(dim=-1, keepdim=True)
-        return objs.float() + delta * active
+        """Next object positions (B, O, 3) (:meth:`step_objects` without the orientations)."""
+        return self.step_objects(proprio0, proprio1, actions, objs, objs_prev, quats)[0]
 
     def arm_features(self, proprio: Tensor, proprio_prev: Tensor, actions: Tensor, objs: Tensor) -> Tensor:
         """proprio / proprio_prev (B, P) now / one step earlier, actions (B, A), objs (B, O, 3) -> (B, Fa)."""
@@ -209,8 +275,34 @@ class ObjectDynamics(nn.Module):
         state after each step; with ``config.arm`` only ``proprio[:, 0]`` is read and the arm model
         steps the rest (``proprio_prev`` (B, P): the state one step before the chunk, default
         ``proprio[:, 0]``). actions (B, K, A), objs / objs_prev (B, O, 3). Returns (proprio after each
-        step (B, K, P), object positions after each step (B, K, O, 3))."""
-        props, out = [], []
+        step (B, K, P), object positions after each step (B, K, O, 3)). A model with ``config.orientation``
+        needs the orientations too: :meth:`rollout_with_orientations`."""
+        if self.config.orientation:
+            raise ConfigError(
+                "this object-dynamics model reads the objects' orientations; step it with rollout_with_orientations"
+            )
+        props, out, _ = self._rollout(proprio, actions, objs, objs_prev, proprio_prev, None)
+        return props, out
+
+    def rollout_with_orientations(
+        self,
+        proprio: Tensor,
+        actions: Tensor,
+        objs: Tensor,
+        objs_prev: Tensor,
+        quats: Tensor,
+        proprio_prev: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`rollout` of a model with ``config.orientation`` from orientations ``quats`` (B, O, 4) (w, x, y, z):
+        (proprio (B, K, P), object positions (B, K, O, 3), object orientations (B, K, O, 4) after each step)."""
+        self._check_quats(quats, objs)
+        return self._rollout(proprio, actions, objs, objs_prev, proprio_prev, quats)
+
+    def _rollout(
+        self, proprio: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor, proprio_prev: Tensor | None,
+        quats: Tensor | None,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        props, out, turns = [], [], []
         now = proprio[:, 0].float()
         prev = now if proprio_prev is None else proprio_prev.float()
         for k in range(actions.shape[1]):
@@ -219,12 +311,14 @@ class ObjectDynamics(nn.Module):
                 if self.config.arm
                 else proprio[:, k + 1].float()
             )
-            nxt = self(now, nxt_p, actions[:, k], objs, objs_prev)
+            nxt, quats = self.step_objects(now, nxt_p, actions[:, k], objs, objs_prev, quats)
             prev, now = now, nxt_p
             objs_prev, objs = objs, nxt
             props.append(nxt_p)
             out.append(nxt)
-        return torch.stack(props, dim=1), torch.stack(out, dim=1)
+            turns.append(quats)
+        return (torch.stack(props, dim=1), torch.stack(out, dim=1),
+                None if quats is None else torch.stack(turns, dim=1))
 
     # ------------------------------------------------------------------ persistence
     def save_pretrained(self, directory: str | Path, metrics: dict[str, Any] | None = None) -> Path:
@@ -277,16 +371,19 @@ class ObjectDynamics(nn.Module):
 def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -> dict[str, np.ndarray]:
     """One-step transitions of ``episodes`` (indices into ``traj.episode_bounds``): ``proprio0`` /
     ``proprio1`` (N, P), ``proprio_prev`` (N, P), ``actions`` (N, A), ``objs`` / ``objs_prev`` / ``objs_next`` (N, O, 3),
-    ``weights`` (N,) float32: each row's episode's ``episode_weights`` (sampling weight when fitting).
+    ``weights`` (N,) float32: each row's episode's ``episode_weights`` (sampling weight when fitting); with
+    ``config.orientation`` also ``quats`` / ``quats_next`` (N, O, 4) and ``rotation`` (N, O, 3), the world-frame
+    rotation vector (radians) from one to the other.
     Row ``i``'s action produces row ``i + 1``; an episode's first row has itself as previous row."""
     env = getattr(traj, "env_states", None)
     o3 = 3 * config.num_objects
     if env is None:
         raise DatasetError("object dynamics needs the dataset's observation.environment_state; it has none")
-    if env.shape[1] < o3:
-        raise DatasetError(
-            f"dataset environment states have {env.shape[1]} dims; {config.num_objects} objects need >= {o3}"
-        )
+    if env.shape[1] < config.env_state_min_dim:
+        what = (f"{config.num_objects} objects' xyz and quaternions (columns {config.quat_column}-"
+                f"{config.env_state_min_dim - 1}) need >= {config.env_state_min_dim}" if config.orientation
+                else f"{config.num_objects} objects need >= {o3}")
+        raise DatasetError(f"dataset environment states have {env.shape[1]} dims; {what}")
     p_dim = traj.states.shape[1]
     for name, dims, size in (
         ("tcp_dims", config.tcp_dims, p_dim),
@@ -304,7 +401,7 @@ def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -
     episode_w = np.asarray(traj.episode_weights, np.float32)[np.asarray(episodes, np.int64)]
     weights = np.repeat(episode_w, np.maximum(bounds[:, 1] - bounds[:, 0] - 1, 0))  # one per row
     objs = np.asarray(env[:, :o3], np.float32).reshape(-1, config.num_objects, 3)
-    return {
+    out = {
         "weights": weights,
         "proprio_prev": np.asarray(traj.states[prev], np.float32),
         "proprio0": np.asarray(traj.states[rows], np.float32),
@@ -314,6 +411,27 @@ def transitions(traj: Any, config: ObjectDynamicsConfig, episodes: np.ndarray) -
         "objs_prev": objs[prev],
         "objs_next": objs[rows + 1],
     }
+    if config.orientation:
+        quats = episode_quats(traj, config)
+        out["quats"], out["quats_next"] = quats[rows], quats[rows + 1]
+        out["rotation"] = rotation_increment(torch.from_numpy(out["quats"]).double(),
+                                             torch.from_numpy(out["quats_next"]).double()).float().numpy()
+    return out
+
+
+def episode_quats(traj: Any, config: ObjectDynamicsConfig) -> np.ndarray:
+    """float32 (N, O, 4): the objects' unit quaternions (w, x, y, z) in ``traj.env_states`` (from
+    ``config.quat_column``), normalised (q and -q are one orientation: ``rotation_increment`` takes the short way
+    round either way). DatasetError on a quaternion of zero length or a non-finite one."""
+    o = config.num_objects
+    q = np.asarray(traj.env_states[:, config.quat_column:config.quat_column + 4 * o], np.float64).reshape(-1, o, 4)
+    norm = np.linalg.norm(q, axis=-1, keepdims=True)
+    if not (np.isfinite(norm).all() and (norm > 1e-6).all()):
+        raise DatasetError(
+            f"environment-state columns {config.quat_column}-{config.quat_column + 4 * o - 1} are not unit "
+            "quaternions (a zero or non-finite one); expected the objects' (w, x, y, z)"
+        )
+    return (q / norm).astype(np.float32)
 
 
 def _tensors(tr: dict[str, np.ndarray], device: torch.device | str = "cpu") -> dict[str, Tensor]:
@@ -324,7 +442,9 @@ def _tensors(tr: dict[str, np.ndarray], device: torch.device | str = "cpu") -> d
 def one_step_error(model: ObjectDynamics, tr: dict[str, Tensor]) -> dict[str, float | None]:
     """Mean one-step position error (metres) of the active objects, overall and where they move (None
     where there are none), and of "they stay put"; with an arm model, its tcp error and constant velocity's."""
-    pred = model(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])
+    pred, pred_q = model.step_objects(
+        tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"], tr.get("quats")
+    )
     err = (pred - tr["objs_next"]).norm(dim=-1)
     active = (tr["objs"].abs() < model.config.active_bound).all(-1)
     moving = active & ((tr["objs_next"] - tr["objs"]).norm(dim=-1) > model.config.moving_eps)
@@ -334,6 +454,11 @@ def one_step_error(model: ObjectDynamics, tr: dict[str, Tensor]) -> dict[str, fl
         "one_step_error_moving_mean_m": float(err[moving].mean()) if moving.any() else None,
         "stay_put_error_moving_mean_m": float(stay[moving].mean()) if moving.any() else None,
     }
+    if pred_q is not None:  # the rotation left over: predicted against real, and "it does not turn"
+        left = rotation_increment(pred_q, tr["quats_next"]).norm(dim=-1) / DEG
+        turn = tr["rotation"].norm(dim=-1) / DEG
+        out["one_step_rotation_error_moving_mean_deg"] = float(left[moving].mean()) if moving.any() else None
+        out["no_turn_rotation_error_moving_mean_deg"] = float(turn[moving].mean()) if moving.any() else None
     if model.config.arm:
         tcp = model.config.tcp_dims
         p1 = model.step_arm(tr["proprio0"], tr["proprio_prev"], tr["actions"], tr["objs"])
@@ -361,6 +486,7 @@ def open_loop_error(
     errs: dict[int, list[float]] = {s: [] for s in steps}
     tcp_errs: dict[int, list[float]] = {s: [] for s in steps}
     dev = model.device
+    quats = episode_quats(traj, c) if c.orientation else None
     for lo, hi in np.asarray(traj.episode_bounds, np.int64)[np.asarray(episodes, np.int64)]:
         if hi - lo < 2:
             continue
@@ -370,7 +496,12 @@ def open_loop_error(
         mover = int((real[-1] - real[0]).norm(dim=-1).argmax())
         prop = torch.from_numpy(np.asarray(traj.states[lo:hi], np.float32)).to(dev)[None]
         act = torch.from_numpy(np.asarray(traj.actions[lo : hi - 1], np.float32)).to(dev)[None]
-        prop_p, pred = model.rollout(prop, act, real[:1], real[:1])  # (1, hi-lo-1, ...): rows lo+1 ..
+        if c.orientation:  # (1, hi-lo-1, ...): rows lo+1 ..
+            prop_p, pred, _ = model.rollout_with_orientations(
+                prop, act, real[:1], real[:1], torch.from_numpy(quats[lo:lo + 1]).to(dev)
+            )
+        else:
+            prop_p, pred = model.rollout(prop, act, real[:1], real[:1])
         for s in steps:
             if s < hi - lo:
                 errs[s].append(float((pred[0, s - 1, mover] - real[s, mover]).norm()))
@@ -399,7 +530,9 @@ def _set_normalisation(model: ObjectDynamics, tr: dict[str, Tensor], active: Ten
     """A fresh model's input (and the arm's output) normalisation from the training transitions ``tr``
     (``active``: (N, O) the objects in the scene)."""
     with torch.no_grad():
-        feats = model.features(tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"])[active]
+        feats = model.features(
+            tr["proprio0"], tr["proprio1"], tr["actions"], tr["objs"], tr["objs_prev"], tr.get("quats")
+        )[active]
         model.feat_mean.copy_(feats.mean(0))
         model.feat_std.copy_(feats.std(0).clamp_min(1e-2))
         if c.arm:
@@ -427,7 +560,8 @@ def fit_object_dynamics(
 
     c = config or (init.config if init is not None else ObjectDynamicsConfig())
     if init is not None:
-        arch = ("num_objects", "tcp_dims", "finger_dims", "action_dims", "reach", "hidden", "layers", "arm", "proprio_dim")
+        arch = ("num_objects", "tcp_dims", "finger_dims", "action_dims", "reach", "hidden", "layers", "arm", "proprio_dim",
+                "orientation", "quat_column")
         changed = [k for k in arch if getattr(c, k) != getattr(init.config, k)]
         if changed:
             raise ConfigError(f"fine-tuning config changes the model's {', '.join(changed)}; expected {init.config}")
@@ -455,6 +589,8 @@ def fit_object_dynamics(
     # sample (transition, object) pairs of objects in the scene, moving ones up-weighted
     pair_t, pair_o = torch.nonzero(active, as_tuple=True)
     moving = (tr["objs_next"] - tr["objs"]).norm(dim=-1)[pair_t, pair_o] > c.moving_eps
+    if c.orientation:  # an object turning in place moves too
+        moving |= tr["rotation"].norm(dim=-1)[pair_t, pair_o] > MOVING_TURN_DEG * DEG
     # and each transition by its episode's weight (co-evolution up-weights the policy's failed rollouts)
     row_w = tr["weights"].double().cpu()
     uniform_rows = bool((row_w == 1.0).all())  # then the draws are those of an unweighted fit, bit for bit
@@ -469,10 +605,14 @@ def fit_object_dynamics(
         j = torch.multinomial(w, c.batch_size, replacement=True, generator=gen).to(dev)
         ti, oi = pair_t[j], pair_o[j]
         feats = model.features(
-            tr["proprio0"][ti], tr["proprio1"][ti], tr["actions"][ti], tr["objs"][ti], tr["objs_prev"][ti]
+            tr["proprio0"][ti], tr["proprio1"][ti], tr["actions"][ti], tr["objs"][ti], tr["objs_prev"][ti],
+            tr["quats"][ti] if c.orientation else None,
         )[torch.arange(len(j), device=dev), oi]  # the MLP runs on the sampled (active) object only
         target = tr["objs_next"][ti, oi] - tr["objs"][ti, oi]
-        loss = (((model.displacement(feats) - target) * CM) ** 2).mean()
+        delta, rot = model.motion(feats)
+        loss = (((delta - target) * CM) ** 2).mean()
+        if rot is not None:
+            loss = loss + c.rotation_weight * (((rot - tr["rotation"][ti, oi]) / DEG) ** 2).mean()
         if c.arm:  # the arm on transitions drawn by their episodes' weights, in units of each dim's step spread
             ta = (torch.randint(len(tr["objs"]), (c.batch_size,), generator=gen) if uniform_rows
                   else torch.multinomial(row_w, c.batch_size, replacement=True, generator=gen)).to(dev)
