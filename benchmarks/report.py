@@ -944,6 +944,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _orientation_dynamics, ""),
     ("orientation_dynamics_w1.json", "same, the orientation models' rotation loss weighted 1 (--rotation-weight 1; "
      "the same position models)", _orientation_dynamics, ""),
+    ("orientation_dynamics_4x.json", "same, fitted on four times the expert episodes (240 per task; "
+     "--train-episodes-per-task 240)", _orientation_dynamics, ""),
     ("coevolution_fidelity_k12_coevo3.json", "fixed_starts_sm_k12_coevo3.json's worlds scored against the real "
      "simulator (benchmarks.coevolution_fidelity): the round-3 refit / control policy played from each start in "
      "the real sim and in the branched world, share of starts whose real outcome the world reproduces, original "
