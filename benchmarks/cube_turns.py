@@ -63,15 +63,13 @@ def cube_symmetries() -> np.ndarray:
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices (..., 3, 3) of unit quaternions ``q`` (..., 4) in MuJoCo's order (w, x, y, z)."""
-    q = np.asarray(q, np.float64)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
+    """float64 rotation matrices (..., 3, 3) of unit quaternions ``q`` (..., 4) in MuJoCo's order (w, x, y, z)
+    (:func:`worldmodels.orientation.quat_to_matrix` on numpy arrays)."""
+    import torch
+
+    from worldmodels.orientation import quat_to_matrix as matrices
+
+    return matrices(torch.from_numpy(np.asarray(q, np.float64))).numpy()
 
 
 def turn_deg(quats: np.ndarray) -> np.ndarray:

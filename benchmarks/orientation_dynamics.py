@@ -163,13 +163,13 @@ def branch(models: list[Any], traj: Any, branch_step: int) -> dict[str, np.ndarr
     cubes = torch.from_numpy(es[:, :9].reshape(-1, 3, 3))
     quats = torch.from_numpy(es[:, QUAT_COLUMN:QUAT_COLUMN + 12].reshape(-1, 3, 4))
     target = np.rint(es[bounds[keep, 0], TARGET_COLUMN]).astype(np.int64)
+    ids = np.arange(len(keep))
     last = s + n_steps  # the real last row
-    real_final = es[last, :9].reshape(-1, 3, 3)[np.arange(len(keep)), target]
-    real_q = es[last, QUAT_COLUMN:QUAT_COLUMN + 12].reshape(-1, 3, 4)[np.arange(len(keep)), target]
-    real_path = es[:, :9].reshape(-1, 3, 3)[rows + 1][np.arange(len(keep)), :, target]  # (E', T, 3)
+    real_final = es[last, :9].reshape(-1, 3, 3)[ids, target]
+    real_q = es[last, QUAT_COLUMN:QUAT_COLUMN + 12].reshape(-1, 3, 4)[ids, target]
+    real_path = es[:, :9].reshape(-1, 3, 3)[rows + 1][ids, :, target]  # (E', T, 3)
     valid = np.arange(t_max) < n_steps[:, None]
     out = {"episode": keep, "final_error_m": [], "mean_error_m": [], "final_angle_deg": [], "oracle_final_error_m": []}
-    ids = np.arange(len(keep))
     for m in models:
         args = (prop[:, 1:], torch.from_numpy(act), cubes[s], cubes[s - 1])
         with torch.no_grad():
@@ -177,8 +177,8 @@ def branch(models: list[Any], traj: Any, branch_step: int) -> dict[str, np.ndarr
                 _, pos, q = m.rollout_with_orientations(*args, quats[s], proprio_prev=prop[:, 0])
             else:
                 (_, pos), q = m.rollout(*args, proprio_prev=prop[:, 0]), None
-        pos = pos.numpy()[np.arange(len(keep)), :, target]  # (E', T, 3)
-        final = pos[np.arange(len(keep)), n_steps - 1]
+        pos = pos.numpy()[ids, :, target]  # (E', T, 3)
+        final = pos[ids, n_steps - 1]
         dist = np.linalg.norm(pos - real_path, axis=-1)
         out["final_error_m"].append(np.linalg.norm(final - real_final, axis=-1))
         out["mean_error_m"].append((dist * valid).sum(1) / n_steps)
@@ -301,8 +301,10 @@ def evaluate(name: str, traj: Any, fits: list[dict[str, Any]], branch_step: int,
     every = np.ones(len(idx), bool)
     tasks = facts["task"][idx]
     eps = np.arange(traj.num_episodes)
-    one_step = {v: [one_step_error(f[v], _tensors(transitions(traj, f[v].config, eps))) for f in fits]
-                for v in VARIANTS}
+    one_step = {}
+    for v in VARIANTS:  # the fit seeds' models read the same transitions
+        tr = _tensors(transitions(traj, fits[0][v].config, eps))
+        one_step[v] = [one_step_error(f[v], tr) for f in fits]
     return {
         "test_set": name, "episodes": int(traj.num_episodes), "branched": int(len(idx)),
         "rotation_stats": rotation_stats(traj),
@@ -383,12 +385,13 @@ def main(argv: list[str] | None = None) -> int:
             test_sets[f"sft:{run}"], policies[f"sft:{run}"] = traj, d
         t_data = time.perf_counter() - t0
         light = dataclasses.replace(train, images=np.zeros((len(train.states), 1, 1, 3), np.uint8))  # no frames needed
-        folder = {v: (lambda s, v=v: a.work / (f"{v}_seed{s}" if v == "position" else f"{v}_w{a.rotation_weight:g}_seed{s}"))
-                  for v in VARIANTS}  # the position models do not depend on the rotation weight: shared
-        jobs = {(f"{v}_seed{s}",): (light, v, s, a.steps, a.rotation_weight, folder[v](s))
+        def folder(v: str, s: int) -> Path:  # the position models do not depend on the rotation weight: shared
+            return a.work / (f"{v}_seed{s}" if v == "position" else f"{v}_w{a.rotation_weight:g}_seed{s}")
+
+        jobs = {(f"{v}_seed{s}",): (light, v, s, a.steps, a.rotation_weight, folder(v, s))
                 for s in a.fit_seeds for v in VARIANTS}
         fit_metrics = run_each(fit_one, jobs, a.jobs, progress)
-        fits = [{v: ObjectDynamics.from_pretrained(folder[v](s)) for v in VARIANTS} for s in a.fit_seeds]
+        fits = [{v: ObjectDynamics.from_pretrained(folder(v, s)) for v in VARIANTS} for s in a.fit_seeds]
         t_fit = time.perf_counter() - t0 - t_data
         results = [evaluate(name, traj, fits, a.branch_step, a.threshold_deg, a.seed) for name, traj in test_sets.items()]
     except WmrlError as e:

@@ -233,16 +233,14 @@ class ObjectDynamics(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """(Next object positions (B, O, 3), next orientations (B, O, 4) or None without ``config.orientation``);
         see :meth:`features` for the inputs. Parked objects (beyond ``active_bound``) keep their pose."""
-        feats = self.features(
-            proprio0.float(), proprio1.float(), actions.float(), objs.float(), objs_prev.float(),
-            None if quats is None else quats.float(),
-        )
+        quats = None if quats is None else quats.float()
+        feats = self.features(proprio0.float(), proprio1.float(), actions.float(), objs.float(), objs_prev.float(), quats)
         delta, rot = self.motion(feats)
         active = (objs.abs() < self.config.active_bound).all(dim=-1, keepdim=True)
         nxt = objs.float() + delta * active
         if rot is None:
             return nxt, None
-        return nxt, torch.where(active, step_quat(quats.float(), rot), quats.float())
+        return nxt, torch.where(active, step_quat(quats, rot), quats)
 
     def forward(
         self, proprio0: Tensor, proprio1: Tensor, actions: Tensor, objs: Tensor, objs_prev: Tensor,
@@ -295,7 +293,6 @@ class ObjectDynamics(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """:meth:`rollout` of a model with ``config.orientation`` from orientations ``quats`` (B, O, 4) (w, x, y, z):
         (proprio (B, K, P), object positions (B, K, O, 3), object orientations (B, K, O, 4) after each step)."""
-        self._check_quats(quats, objs)
         return self._rollout(proprio, actions, objs, objs_prev, proprio_prev, quats)
 
     def _rollout(
