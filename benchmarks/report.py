@@ -1017,6 +1017,26 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: _lifts(d, "si_real_r2", "si_real_hard_r0", "grpo_520k", "si_od_r2", "si_od_hard_r0", "si_od_all_r0",
                       "demos_only_r0"),
      ""),
+    ("self_imitation_s66_demos_only.json", "today's main-job SFT (10,000 steps; runs/s65/base seed 0, runs/s66/base1 "
+     "seed 1): the control, 10,000 more steps on the demos alone (--demos-only); SFT -> round 0", _self_imitation, ""),
+    ("self_imitation_s66_demos_only_2k.json", "same, 2,000 more steps (--steps 2000)", _self_imitation, ""),
+    ("self_imitation_s66_real_hard.json", "same runs, hard starts in the real sim (--group 8 --hard-max 0.5, 400 "
+     "episodes per task), 10,000-step fine-tune; SFT -> round 0", _self_imitation, ""),
+    ("self_imitation_s66_od_arm_hard.json", "same, the state model's world (od_arm: fitted on the demos), no real "
+     "steps beyond resets; SFT -> round 0", _self_imitation, ">= +0.30"),
+    ("self_imitation_s66_od_arm_pol_hard.json", "same, a state model fitted on the demos plus 720 real episodes of "
+     "the SFT policy at std 0.1 (od_arm_pol; 28.5k-29.7k real steps for the fit, not counted here); SFT -> round 0",
+     _self_imitation, ">= +0.30"),
+    ("self_imitation_s66_od_arm_pol_hard_2k.json", "same world, 2,000-step fine-tune (--steps 2000); SFT -> round 0",
+     _self_imitation, ">= +0.30"),
+    ("policy_compare_self_imitation_s66.json", "these runs' policies on 600 held-out episodes each (seed 777000), "
+     "mean of the two runs, lift over SFT (paired): demos-only 10k / real hard starts / od_arm / od_arm_pol / "
+     "od_arm_pol 2k / demos-only 2k",
+     lambda d: _lifts(d, "si_ctrl", "si_real", "si_od", "si_pol", "si_pol2k", "si_ctrl2k"), ">= +0.30"),
+    ("sampled_success_gap_s66.json", "how far each world's sampled success (std 0.1, the hard-start collections "
+     "above, starts from the same seeds) sits from the real sim's, task by task (benchmarks.sampled_success_gap): "
+     "mean |gap| and mean gap over tasks and runs",
+     lambda d: "; ".join(f"{k} {w['mean_abs_gap']:.3f} ({w['mean_gap']:+.3f})" for k, w in d["worlds"].items()), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

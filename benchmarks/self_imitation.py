@@ -84,7 +84,8 @@ def collect_successes(
     hard_max: float = 1.0,
 ) -> tuple[Any | None, dict[str, float]]:
     """Sample ``policy`` (a copy, at exploration ``std``) on fresh starts of ``task`` until ``target``
-    successes or ``max_episodes`` finished episodes.
+    successes or ``max_episodes`` finished episodes. ``seed`` draws the starts and the policy's noise, so a
+    collection repeats (the noise was drawn from the process's RNG before session 66).
 
     Args:
         state_model: None plays in the real simulator; an arm-and-object
@@ -104,9 +105,12 @@ def collect_successes(
         ``starts_solved`` (the fraction of them with a success) and ``kept_rate`` (the mean group
         success rate of the kept starts).
     """
+    import torch
+
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
     from imagination.trainer_utils import set_exploration_std
+
     check_group(group, num_envs)
     pol = copy.deepcopy(policy)
     set_exploration_std(std, pol)
@@ -120,10 +124,12 @@ def collect_successes(
         starts = np.random.default_rng(seed).integers(0, 2**31 - 1, num_envs // group)
         reset_seed = [int(x) for x in np.repeat(starts, group)]
     try:
-        traj, st = record_rollouts(
-            env, policy_chunk_fn(pol), target if group == 1 else max_episodes, pol.chunk_size, seed=reset_seed,
-            successes_only=True, max_finished=max_episodes, provenance=group > 1,
-        )
+        with torch.random.fork_rng(devices=[]):  # the policy's noise is seeded too, the caller's RNG untouched
+            torch.manual_seed(seed)
+            traj, st = record_rollouts(
+                env, policy_chunk_fn(pol), target if group == 1 else max_episodes, pol.chunk_size, seed=reset_seed,
+                successes_only=True, max_finished=max_episodes, provenance=group > 1,
+            )
     finally:
         env.close()
     stats = {

@@ -169,6 +169,33 @@ def test_hard_start_successes_keeps_one_per_mostly_failed_start():
     assert hard_start_successes(fin, kept, 2, 1.0, 1)[0] == [(0, 0.5)]
 
 
+def test_self_imitation_collection_seeds_the_policys_noise(monkeypatch):
+    """The same seed samples the same actions whatever the process drew before; the caller's RNG is untouched."""
+    import imagination.coevolution as coevolution
+    from benchmarks.self_imitation import collect_successes
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+
+    torch.manual_seed(0)
+    pol = VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
+    seen: list[np.ndarray] = []
+
+    def first_chunks(env, chunk_fn, *args, **kwargs):  # the real env's first observation, the policy's chunks
+        obs, _ = env.reset(seed=0)
+        seen.append(chunk_fn(obs, ["push the red cube onto the target"] * env.num_envs))
+        return None, {"finished": 0, "episodes": 0, "finished_success_rate": 0.0, "env_steps": 0}
+
+    monkeypatch.setattr(coevolution, "record_rollouts", first_chunks)
+    for draws in (0, 5):  # other draws from the process's RNG before the collection
+        torch.rand(draws)
+        state = torch.get_rng_state()
+        collect_successes(pol, "PushCube-v0", 1, 2, 0.1, 7, {"image_size": SIZE}, num_envs=2)
+        assert torch.equal(torch.get_rng_state(), state)
+    collect_successes(pol, "PushCube-v0", 1, 2, 0.1, 8, {"image_size": SIZE}, num_envs=2)
+    np.testing.assert_array_equal(seen[0], seen[1])
+    assert not np.allclose(seen[0], seen[2])
+
+
 def test_self_imitation_rejects_a_group_that_does_not_divide_the_sub_envs(tmp_path):
     from benchmarks.self_imitation import check_group, main
     from wmrl.errors import WmrlError
