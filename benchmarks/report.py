@@ -1031,13 +1031,14 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      _self_imitation, ">= +0.30"),
     ("self_imitation_s66_real.json", "same runs, plain collection in the real sim (up to 150 successes per task, "
      "--target 150 --max-episodes 1500), 10,000-step fine-tune; SFT -> round 0", _self_imitation, ""),
-    ("self_imitation_s66_od_arm_pol.json", "same, plain collection in od_arm_pol's world; SFT -> round 0",
+    ("self_imitation_s66_od_arm_pol.json", "same, plain collection in od_arm_pol's world, two rounds (--rounds 2: "
+     "round 1 collects with round 0's policy and clones both rounds' successes); SFT -> round 0 / 1",
      _self_imitation, ">= +0.30"),
     ("policy_compare_self_imitation_s66.json", "these runs' policies on 600 held-out episodes each (seed 777000), "
      "mean of the two runs, lift over SFT (paired): demos-only 10k / real hard starts / od_arm / od_arm_pol / "
-     "od_arm_pol 2k / demos-only 2k / plain real / plain od_arm_pol",
+     "od_arm_pol 2k / demos-only 2k / plain real / plain od_arm_pol / its round 1",
      lambda d: _lifts(d, "si_ctrl", "si_real", "si_od", "si_pol", "si_pol2k", "si_ctrl2k", "si_realplain",
-                      "si_polplain"), ">= +0.30"),
+                      "si_polplain", "si_polplain_r1"), ">= +0.30"),
     ("sampled_success_gap_s66.json", "how far each world's sampled success (std 0.1, the hard-start collections "
      "above, starts from the same seeds) sits from the real sim's, task by task (benchmarks.sampled_success_gap): "
      "mean |gap| and mean gap over tasks and runs",
