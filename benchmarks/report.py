@@ -1043,6 +1043,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "above, starts from the same seeds) sits from the real sim's, task by task (benchmarks.sampled_success_gap): "
      "mean |gap| and mean gap over tasks and runs",
      lambda d: "; ".join(f"{k} {w['mean_abs_gap']:.3f} ({w['mean_gap']:+.3f})" for k, w in d["worlds"].items()), ""),
+    ("self_imitation_s67_real.json", "session 67: the plain real line's further rounds (--rounds N, resuming session "
+     "66's round 0: round r's policy collects 150 more successes per task, every round's cloned); SFT -> round 0 / "
+     "1 / ...", _self_imitation, ""),
+    ("self_imitation_s67_od_arm_pol.json", "same, the plain line in od_arm_pol's world, more rounds (--rounds N: "
+     "round r collects with round r-1's policy and clones every round's successes); SFT -> round 0 / 1 / ...",
+     _self_imitation, ">= +0.30"),
+    ("self_imitation_s67_od_arm_refit.json", "same, the world co-evolving: before each round od_arm is fitted again on "
+     "the demos plus 720 real episodes of the policy entering the round (--object-dynamics od_arm --refit-episodes "
+     "720; round 0's world is od_arm_pol byte for byte, its round reused); SFT -> round 0 / 1", _self_imitation,
+     ">= +0.30"),
+    ("policy_compare_self_imitation_s67.json", "these lines' policies on 600 held-out episodes each (seed 777000), mean "
+     "of the two runs, lift over SFT (paired), per arm: real rounds (si_realplain[_rR]), od_arm_pol's world's rounds "
+     "(si_polplain[_rR]), the refitted world's round 1 (si_refit_r1)",
+     lambda d: "; ".join(f"{k} {_lifts(d, k)}" for k in d["arms"] if k != d["reference"]), ">= +0.30"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

@@ -5,7 +5,8 @@ Usage::
 
     python -m benchmarks.self_imitation --runs runs/s35/seed_5 runs/s34/seed_4 [--target 150]
         [--max-episodes 1500] [--std 0.1] [--rounds 1] [--init policy|scratch] [--steps N]
-        [--object-dynamics od_arm] [--group 8 --hard-max 0.5] [--work DIR] [--jobs 2] --out FILE.json
+        [--object-dynamics od_arm [--refit-episodes 720]] [--group 8 --hard-max 0.5] [--work DIR] [--jobs 2]
+        --out FILE.json
     python -m benchmarks.self_imitation --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
 The built-in suite's SFT policy is short of data: cloned from about 53 successful demos per task it
@@ -27,6 +28,14 @@ demos, SFT policy and SFT evaluation are reused, read only), and per round:
 instead (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and drawing, the model's
 dynamics, the task's rule on its predicted states as success): the model only picks which of the
 policy's own samples are cloned, and no real env step is taken beyond the resets.
+
+``--refit-episodes N`` lets that world co-evolve with the policy: before each round the state model is
+fitted again (its own config and seed, from scratch) on the run's demos plus ``N`` real episodes of the
+policy entering the round (``worldmodels.object_dynamics.policy_rollouts`` at ``--std``, env seed
+``9000 + run seed + 100 * round``), into ``--work/<run>/self_imitation/world_R``; the round collects in
+that world, and those real steps count in the round's. Round 0's refit of ``od_arm`` is the
+``--policy RUN/sft/policy --policy-episodes N --policy-seed 9000+seed`` fit of
+``python -m worldmodels.object_dynamics``.
 
 ``--group G`` targets the starts the policy mostly fails. Plain collection keeps successes in
 proportion to how often each start succeeds, so most come from starts the policy already solves.
@@ -176,6 +185,34 @@ def hard_start_successes(
     return cands[:target], rates
 
 
+def refit_world(
+    demos: Any, model_dir: Path, policy_dir: Path, episodes: int, std: float, seed: int, out: Path
+) -> dict[str, Any]:
+    """The state model in ``model_dir`` fitted again, with its own config and seed, on the ``demos``
+    (``wmrl.data.Trajectories`` with environment states, or a function returning them, called only if a fit
+    is needed) plus ``episodes`` real episodes of the policy in ``policy_dir`` (exploration ``std``, env seed ``seed``),
+    into ``out/<model_dir's name>``; a finished fit there is kept (its episodes' record too). Returns
+    ``{"model", "real_env_steps", "episodes", "real_success_rate"}`` (the policy's sampled success in the
+    real simulator, the episodes' real steps)."""
+    from benchmarks.fixed_starts import refit_state_models
+    from wmrl.io import atomic_write_json
+    from worldmodels.object_dynamics import policy_rollouts
+
+    record = out / "policy_rollouts.json"
+    target = out / model_dir.name
+    if not (record.is_file() and (target / "config.json").is_file()):
+        demos = demos() if callable(demos) else demos
+        roll, st = policy_rollouts(policy_dir, sorted(set(demos.task_ids)), int(demos.images.shape[1]), episodes,
+                                   std, seed)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(record, {"policy": str(policy_dir), "std": std, "seed": seed, "episodes": int(st["episodes"]),
+                                   "success_rate": float(st["success_rate"]), "env_steps": float(st["env_steps"])})
+        refit_state_models(demos, [model_dir], [roll], out)  # demos then episodes, as the CLI's --policy fit
+    rec = json.loads(record.read_text())
+    return {"model": str(target), "real_env_steps": rec["env_steps"], "episodes": rec["episodes"],
+            "real_success_rate": rec["success_rate"]}
+
+
 def run_one(
     src: Path,
     dst: Path,
@@ -189,6 +226,7 @@ def run_one(
     group: int = 1,
     hard_max: float = 1.0,
     demos_only: bool = False,
+    refit_episodes: int = 0,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -197,7 +235,8 @@ def run_one(
     steps (None: the run's SFT steps); ``object_dynamics``: the folder (in ``src``) of an arm-and-object
     state model to collect in instead of the real simulator (None: real); ``group`` / ``hard_max``: as
     :func:`collect_successes` takes them; ``demos_only``: the control, no collection (each round
-    fine-tunes on the demos alone)."""
+    fine-tunes on the demos alone); ``refit_episodes`` > 0: before each round that state model is fitted
+    again on the demos plus that many real episodes of the current policy (:func:`refit_world`)."""
     from benchmarks.real_rl import _link_run, _seed_of
     from imagination.pipeline import Pipeline, load_run_config, run_config_of
     from policies import load_policy
@@ -225,14 +264,21 @@ def run_one(
     for r in range(rounds):
         folder = dst / "self_imitation" / f"round_{r}"
         folder.mkdir(parents=True, exist_ok=True)
+        refit: dict[str, Any] = {}
+        if refit_episodes:  # the world fitted again on the policy entering this round
+            refit = pipe.stage(f"self_imitation_world_{r}", lambda r=r, start=start: refit_world(
+                pipe.trajectories, src / str(object_dynamics), start, refit_episodes, std, 9000 + seed + 100 * r,
+                dst / "self_imitation" / f"world_{r}"))
+            model = ObjectDynamics.from_pretrained(refit["model"])
 
-        def round_body(r: int = r, folder: Path = folder, policy: Any = policy, start: Path = start) -> dict:
+        def round_body(r: int = r, folder: Path = folder, policy: Any = policy, start: Path = start,
+                       world: Any = model) -> dict:
             stats: dict[str, dict] = {}
             parts = []
             for ti, task in enumerate([] if demos_only else pipe.tasks()):
                 traj, st = collect_successes(
                     policy, task, target, max_episodes, std, seed * 1000 + 100 * r + ti + 77_000, pipe.env_kwargs(),
-                    state_model=model, group=group, hard_max=hard_max,
+                    state_model=world, group=group, hard_max=hard_max,
                 )
                 stats[task] = st
                 if traj is not None:
@@ -263,7 +309,9 @@ def run_one(
             "per_task": ev["per_task"],
             "vs_sft": paired_outcome_difference(ev["outcomes"], sft["outcomes"]),
             "vs_previous": paired_outcome_difference(ev["outcomes"], prev_eval["outcomes"]),
-            "real_env_steps": res["real_env_steps"],
+            "real_env_steps": res["real_env_steps"] + refit.get("real_env_steps", 0.0),
+            **({"refit": {k: refit[k] for k in ("real_env_steps", "episodes", "real_success_rate", "model")}}
+               if refit else {}),
             # a round finished before "env_steps" was recorded: in the real simulator they are the real steps
             "env_steps": float(res.get("env_steps", res["real_env_steps"] if model is None else math.nan)),
             "successes_kept": {t: s["kept"] for t, s in res["collection"].items()},
@@ -300,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--object-dynamics", default=None, metavar="DIR",
                    help="collect in the world of this arm-and-object state model (a folder in each run, e.g. od_arm: "
                    "`python -m worldmodels.object_dynamics --arm`), drawn by the simulator; default: the real simulator")
+    p.add_argument("--refit-episodes", type=int, default=0, metavar="N",
+                   help="with --object-dynamics: before each round fit that state model again on the demos plus N "
+                   "real episodes of the current policy (the world co-evolves with the policy; those steps count)")
     p.add_argument("--group", type=int, default=1,
                    help="> 1: sample every start this many times, play all --max-episodes, and keep one success "
                    "per start whose group success rate is at most --hard-max, the hardest first (--target at most)")
@@ -330,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     if not a.std > 0:
         raise WmrlError(f"--std {a.std} must be > 0 (the policy samples; a mean action finds nothing new)")
     check_group(a.group)  # before any work
+    if a.refit_episodes < 0 or (a.refit_episodes and a.object_dynamics is None):
+        raise WmrlError(f"--refit-episodes {a.refit_episodes} must be >= 0 and needs --object-dynamics (the state "
+                        "model to fit again)")
     if not 0 < a.hard_max <= 1:
         raise WmrlError(f"--hard-max {a.hard_max} must be in (0, 1]")
     config_name = "run_quick" if a.quick else "run"
@@ -347,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{[round(x['success'], 3) for x in r['rounds']]} ({r['real_env_steps']:.0f} real env steps)", flush=True)
 
     args = {(s,): (s, a.work / keys[s], a.target, a.max_episodes, a.std, a.rounds, a.init, a.steps, a.object_dynamics,
-                     a.group, a.hard_max, a.demos_only)
+                     a.group, a.hard_max, a.demos_only, a.refit_episodes)
             for s in a.runs}
     run_pairs(run_one, args, a.jobs, not a.no_progress, config_name, done)
     per_seed = {keys[s]: results[keys[s]] for s in a.runs}
@@ -378,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         "group": a.group,
         "hard_max": a.hard_max,
         "demos_only": a.demos_only,
+        "refit_episodes": a.refit_episodes,
         **run_fields(a, SUB_ENVS, config_name, t0),
     }
     atomic_write_json(a.out, res)

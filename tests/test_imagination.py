@@ -196,6 +196,46 @@ def test_self_imitation_collection_seeds_the_policys_noise(monkeypatch):
     assert not np.allclose(seen[0], seen[2])
 
 
+def test_self_imitation_refit_world_is_the_cli_policy_fit_counts_its_steps_and_resumes(data, tmp_path, monkeypatch):
+    """--refit-episodes: the state model fitted again (its config and seed) on the demos plus the policy's real
+    episodes is the fit `python -m worldmodels.object_dynamics --policy` makes, weight for weight; a finished
+    refit is kept without playing or fitting again."""
+    import benchmarks.self_imitation as si
+    import worldmodels.object_dynamics as od
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+    from wmrl.data import Trajectories
+
+    torch.manual_seed(0)
+    VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).save_pretrained(tmp_path / "pol")
+    c = od.ObjectDynamicsConfig(arm=True, hidden=8, layers=1, steps=5, batch_size=16, seed=3,
+                                proprio_dim=int(data.states.shape[1]))
+    od.fit_object_dynamics(data, c, progress=False)[0].save_pretrained(tmp_path / "od_arm")
+    rec = si.refit_world(lambda: data, tmp_path / "od_arm", tmp_path / "pol", 4, 0.1, 9001, tmp_path / "world_0")
+    roll, st = od.policy_rollouts(tmp_path / "pol", ["PushCube-v0"], SIZE, 4, 0.1, 9001)
+    assert rec == {"model": str(tmp_path / "world_0" / "od_arm"), "real_env_steps": st["env_steps"], "episodes": 4,
+                   "real_success_rate": st["success_rate"]}
+    assert st["env_steps"] > 0
+    cli, _ = od.fit_object_dynamics(Trajectories.concat([data, roll]), c, progress=False)
+    new = od.ObjectDynamics.from_pretrained(rec["model"])
+    assert new.config == c
+    assert all(torch.equal(v, cli.state_dict()[k]) for k, v in new.state_dict().items())
+    for name in ("policy_rollouts", "fit_object_dynamics"):
+        monkeypatch.setattr(od, name, lambda *a, **k: pytest.fail("played or fitted again"))
+    again = si.refit_world(lambda: pytest.fail("loaded the demos"), tmp_path / "od_arm", tmp_path / "pol", 4, 0.1, 9001,
+                           tmp_path / "world_0")
+    assert again == rec
+
+
+def test_self_imitation_refit_needs_a_state_model(tmp_path):
+    from benchmarks.self_imitation import main
+
+    for bad in (["--refit-episodes", "10"], ["--refit-episodes", "-1", "--object-dynamics", "od_arm"]):
+        with pytest.raises(WmrlError, match=f"--refit-episodes {bad[1]} must be >= 0 and needs --object-dynamics"):
+            main(["--runs", str(tmp_path / "missing"), *bad, "--out", str(tmp_path / "o.json")])
+    assert not (tmp_path / "o.json").exists()
+
+
 def test_self_imitation_rejects_a_group_that_does_not_divide_the_sub_envs(tmp_path):
     from benchmarks.self_imitation import check_group, main
     from wmrl.errors import WmrlError
