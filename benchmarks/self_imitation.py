@@ -381,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     if not a.std > 0:
         raise WmrlError(f"--std {a.std} must be > 0 (the policy samples; a mean action finds nothing new)")
     check_group(a.group)  # before any work
-    if a.refit_episodes < 0 or (a.refit_episodes and a.object_dynamics is None):
+    if a.refit_episodes < 0 or (a.refit_episodes and (a.object_dynamics is None or a.demos_only)):
         raise WmrlError(f"--refit-episodes {a.refit_episodes} must be >= 0 and needs --object-dynamics (the state "
-                        "model to fit again)")
+                        "model to fit again), without --demos-only (which collects in no world)")
     if not 0 < a.hard_max <= 1:
         raise WmrlError(f"--hard-max {a.hard_max} must be in (0, 1]")
     config_name = "run_quick" if a.quick else "run"

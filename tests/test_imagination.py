@@ -230,7 +230,8 @@ def test_self_imitation_refit_world_is_the_cli_policy_fit_counts_its_steps_and_r
 def test_self_imitation_refit_needs_a_state_model(tmp_path):
     from benchmarks.self_imitation import main
 
-    for bad in (["--refit-episodes", "10"], ["--refit-episodes", "-1", "--object-dynamics", "od_arm"]):
+    for bad in (["--refit-episodes", "10"], ["--refit-episodes", "-1", "--object-dynamics", "od_arm"],
+                ["--refit-episodes", "5", "--object-dynamics", "od_arm", "--demos-only"]):
         with pytest.raises(WmrlError, match=f"--refit-episodes {bad[1]} must be >= 0 and needs --object-dynamics"):
             main(["--runs", str(tmp_path / "missing"), *bad, "--out", str(tmp_path / "o.json")])
     assert not (tmp_path / "o.json").exists()
