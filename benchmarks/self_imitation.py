@@ -266,10 +266,12 @@ def run_one(
         folder.mkdir(parents=True, exist_ok=True)
         refit: dict[str, Any] = {}
         if refit_episodes:  # the world fitted again on the policy entering this round
-            refit = pipe.stage(f"self_imitation_world_{r}", lambda r=r, start=start: refit_world(
+            world_dir = dst / "self_imitation" / f"world_{r}"
+            refit = pipe.stage(f"self_imitation_world_{r}", lambda r=r, start=start, world_dir=world_dir: refit_world(
                 pipe.trajectories, src / str(object_dynamics), start, refit_episodes, std, 9000 + seed + 100 * r,
-                dst / "self_imitation" / f"world_{r}"))
-            model = ObjectDynamics.from_pretrained(refit["model"])
+                world_dir))
+            # from this run's folder, not the record's path (relative to wherever the stage ran)
+            model = ObjectDynamics.from_pretrained(world_dir / Path(str(object_dynamics)).name)
 
         def round_body(r: int = r, folder: Path = folder, policy: Any = policy, start: Path = start,
                        world: Any = model) -> dict:
