@@ -1057,6 +1057,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "of the two runs, lift over SFT (paired), per arm: real rounds (si_realplain[_rR]), od_arm_pol's world's rounds "
      "(si_polplain[_rR]), the refitted world's round 1 (si_refit_r1)",
      lambda d: "; ".join(f"{k} {_lifts(d, k)}" for k in d["arms"] if k != d["reference"]), ">= +0.30"),
+    ("self_imitation_s68_od_arm_pol_hardbig.json", "session 68: hard starts at the scale of plain collection, in "
+     "od_arm_pol's world (--group 8 --hard-max 0.5 --max-episodes 3200 --target 150: 400 starts per task, each "
+     "sampled 8 times, one success kept per start solved at most half the time, 742-805 kept); SFT -> round 0",
+     _self_imitation, ">= +0.30"),
+    ("policy_compare_self_imitation_s68_hard.json", "the same runs' policies on 600 held-out episodes each (seed "
+     "777000), lift over SFT (paired): plain collection (si_polplain, session 66) / hard starts at scale "
+     "(si_polhardbig); hard minus plain",
+     lambda d: f"{_lifts(d, 'si_polplain', 'si_polhardbig')}; {_extra_pair(d, 'si_polhardbig', 'si_polplain')}",
+     ">= +0.30"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
