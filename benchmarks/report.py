@@ -1066,6 +1066,23 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(si_polhardbig); hard minus plain",
      lambda d: f"{_lifts(d, 'si_polplain', 'si_polhardbig')}; {_extra_pair(d, 'si_polhardbig', 'si_polplain')}",
      ">= +0.30"),
+    ("self_imitation_s68_real.json", "session 68: the plain real line on three base runs (runs/s65/base, "
+     "runs/s66/base1, a new runs/s68/base2 seed 2); SFT -> round 0 / 1 / 2", _self_imitation, ""),
+    ("self_imitation_s68_od_arm_pol.json", "same three runs, the plain line in od_arm_pol's world (no real steps "
+     "beyond resets and the model's fit); SFT -> round 0 / 1 / 2 / 3", _self_imitation, ">= +0.30"),
+    ("policy_compare_self_imitation_s68.json", "these two lines on 600 held-out episodes per policy (seed 777000), "
+     "mean of the three runs, lift over SFT (paired), per arm; then od_arm_pol round 3 minus real round 2",
+     lambda d: "; ".join(f"{k} {_lifts(d, k)}" for k in d["arms"] if k != d["reference"])
+     + f"; {_extra_pair(d, 'si_polplain_r3', 'si_realplain_r2')}", ">= +0.30"),
+    ("self_imitation_s68_od_arm_pol_big600.json", "one big round in od_arm_pol's world instead of four: 600 successes "
+     "per task found by SFT (--target 600 --max-episodes 6000), runs/s65/base and runs/s66/base1; SFT -> round 0",
+     _self_imitation, ">= +0.30"),
+    ("policy_compare_self_imitation_s68_big.json", "600 held-out episodes per policy (seed 777000), lift over SFT "
+     "(paired): one round of 150 per task / two rounds / four rounds / one round of 600 per task; the big round minus "
+     "two rounds / minus four",
+     lambda d: f"{_lifts(d, 'si_polplain', 'si_polplain_r1', 'si_polplain_r3', 'si_polbig600')}; "
+     f"{_extra_pair(d, 'si_polbig600', 'si_polplain_r1')} / {_extra_pair(d, 'si_polbig600', 'si_polplain_r3')}",
+     ">= +0.30"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
