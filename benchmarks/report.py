@@ -1075,7 +1075,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: "; ".join(f"{k} {_lifts(d, k)}" for k in d["arms"] if k != d["reference"])
      + f"; {_extra_pair(d, 'si_polplain_r3', 'si_realplain_r2')}", ">= +0.30"),
     ("self_imitation_s68_od_arm_pol_big600.json", "one big round in od_arm_pol's world instead of four: 600 successes "
-     "per task found by SFT (--target 600 --max-episodes 6000), runs/s65/base and runs/s66/base1; SFT -> round 0",
+     "per task found by SFT (--target 600 --max-episodes 6000), the same three runs; SFT -> round 0",
      _self_imitation, ">= +0.30"),
     ("policy_compare_self_imitation_s68_big.json", "600 held-out episodes per policy (seed 777000), lift over SFT "
      "(paired): one round of 150 per task / two rounds / four rounds / one round of 600 per task; the big round minus "
