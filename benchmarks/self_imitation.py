@@ -185,6 +185,11 @@ def hard_start_successes(
     return cands[:target], rates
 
 
+def refit_world_dir(model_dir: Path, out: Path) -> Path:
+    """Where :func:`refit_world` writes the state model of ``model_dir`` refitted into ``out``."""
+    return out / model_dir.name
+
+
 def refit_world(
     demos: Any, model_dir: Path, policy_dir: Path, episodes: int, std: float, seed: int, out: Path
 ) -> dict[str, Any]:
@@ -199,7 +204,7 @@ def refit_world(
     from worldmodels.object_dynamics import policy_rollouts
 
     record = out / "policy_rollouts.json"
-    target = out / model_dir.name
+    target = refit_world_dir(model_dir, out)
     if not (record.is_file() and (target / "config.json").is_file()):
         demos = demos() if callable(demos) else demos
         roll, st = policy_rollouts(policy_dir, sorted(set(demos.task_ids)), int(demos.images.shape[1]), episodes,
@@ -245,13 +250,13 @@ def run_one(
     seed = _seed_of(src)
     if steps is None:  # the run's own SFT steps (its config.yaml), not today's conf/run.yaml default
         steps = int(run_config_of(src).sft["steps"])
-    model = None
+    model, model_dir = None, (src / object_dynamics if object_dynamics is not None else None)
     if object_dynamics is not None:
         from benchmarks._split_worlds import check_state_model
         from envs.tabletop.vector_env import STATE_DIM
         from worldmodels.object_dynamics import ObjectDynamics
 
-        model = ObjectDynamics.from_pretrained(src / object_dynamics)
+        model = ObjectDynamics.from_pretrained(model_dir)
         check_state_model(model, STATE_DIM)  # before any work
     _link_run(src, dst)
     cfg = load_run_config([f"run_dir={dst}", f"seed={seed}", "videos=0"], config_name)
@@ -268,10 +273,9 @@ def run_one(
         if refit_episodes:  # the world fitted again on the policy entering this round
             world_dir = dst / "self_imitation" / f"world_{r}"
             refit = pipe.stage(f"self_imitation_world_{r}", lambda r=r, start=start, world_dir=world_dir: refit_world(
-                pipe.trajectories, src / str(object_dynamics), start, refit_episodes, std, 9000 + seed + 100 * r,
-                world_dir))
+                pipe.trajectories, model_dir, start, refit_episodes, std, 9000 + seed + 100 * r, world_dir))
             # from this run's folder, not the record's path (relative to wherever the stage ran)
-            model = ObjectDynamics.from_pretrained(world_dir / Path(str(object_dynamics)).name)
+            model = ObjectDynamics.from_pretrained(refit_world_dir(model_dir, world_dir))
 
         def round_body(r: int = r, folder: Path = folder, policy: Any = policy, start: Path = start,
                        world: Any = model) -> dict:
