@@ -1083,6 +1083,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_lifts(d, 'si_polplain', 'si_polplain_r1', 'si_polplain_r3', 'si_polbig600')}; "
      f"{_extra_pair(d, 'si_polbig600', 'si_polplain_r1')} / {_extra_pair(d, 'si_polbig600', 'si_polplain_r3')}",
      ">= +0.30"),
+    ("self_imitation_s69_od_arm_pol_rend.json", "session 69: the plain line's first round in od_arm_pol's world "
+     "drawn by each run's learned state renderer (--renderer renderer: every part of the world learned), the same "
+     "three runs, starts and noise as si_polplain; SFT -> round 0", _self_imitation, ">= +0.30"),
+    ("policy_compare_self_imitation_s69_rend.json", "600 held-out episodes per policy (seed 777000), lift over SFT "
+     "(paired): real round 0 / od_arm_pol's world drawn by the simulator / by the learned renderer; renderer minus "
+     "simulator-drawn / minus real",
+     lambda d: f"{_lifts(d, 'si_realplain', 'si_polplain', 'si_polrend')}; "
+     f"{_extra_pair(d, 'si_polrend', 'si_polplain')} / {_extra_pair(d, 'si_polrend', 'si_realplain')}",
+     ">= +0.30"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

@@ -5,7 +5,8 @@ Usage::
 
     python -m benchmarks.self_imitation --runs runs/s35/seed_5 runs/s34/seed_4 [--target 150]
         [--max-episodes 1500] [--std 0.1] [--rounds 1] [--init policy|scratch] [--steps N]
-        [--object-dynamics od_arm [--refit-episodes 720]] [--group 8 --hard-max 0.5] [--work DIR] [--jobs 2]
+        [--object-dynamics od_arm [--refit-episodes 720] [--renderer renderer]] [--group 8 --hard-max 0.5]
+        [--work DIR] [--jobs 2]
         --out FILE.json
     python -m benchmarks.self_imitation --quick --out FILE.json   # after benchmarks.imagination_lift --quick
 
@@ -28,6 +29,12 @@ demos, SFT policy and SFT evaluation are reused, read only), and per round:
 instead (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and drawing, the model's
 dynamics, the task's rule on its predicted states as success): the model only picks which of the
 policy's own samples are cloned, and no real env step is taken beyond the resets.
+
+``--renderer NAME`` draws that world with the run's learned
+:class:`worldmodels.state_renderer.StateRenderer` in ``NAME`` (``python -m worldmodels.state_renderer --data
+RUN/data --out RUN/NAME``) instead of the simulator's renderer: every part of the world is then learned (the
+dynamics, the success read off its states and the frames the policy sees and clones); the simulator gives
+only each episode's real reset and its first frame, which the renderer draws from.
 
 ``--refit-episodes N`` lets that world co-evolve with the policy: before each round the state model is
 fitted again (its own config and seed, from scratch) on the run's demos plus ``N`` real episodes of the
@@ -91,6 +98,7 @@ def collect_successes(
     state_model: Any = None,
     group: int = 1,
     hard_max: float = 1.0,
+    renderer: Any = None,
 ) -> tuple[Any | None, dict[str, float]]:
     """Sample ``policy`` (a copy, at exploration ``std``) on fresh starts of ``task`` until ``target``
     successes or ``max_episodes`` finished episodes. ``seed`` draws the starts and the policy's noise, so a
@@ -106,6 +114,8 @@ def collect_successes(
             ``(0, hard_max]``, the hardest starts first, ``target`` at most. The starts the policy
             already solves then stop drowning out those it mostly fails. ``num_envs`` must be a
             multiple of ``group``.
+        renderer: with ``state_model``, a learned :class:`worldmodels.state_renderer.StateRenderer` draws its
+            world's frames (from each episode's real first frame) instead of the simulator.
     Returns:
         ``(successes, stats)``: the successful episodes (``wmrl.data.Trajectories``; None when there is
         none) and ``{"finished", "kept", "finished_success_rate", "env_steps", "real_env_steps"}``
@@ -127,7 +137,7 @@ def collect_successes(
     if state_model is not None:
         from benchmarks._split_worlds import StateModelVectorEnv
 
-        env = StateModelVectorEnv(env, state_model, seed=seed)
+        env = StateModelVectorEnv(env, state_model, seed=seed, renderer=renderer)
     reset_seed: int | list[int] = seed
     if group > 1:  # each run of `group` sub-envs shares a seed, so its k-th starts are alike
         starts = np.random.default_rng(seed).integers(0, 2**31 - 1, num_envs // group)
@@ -232,6 +242,7 @@ def run_one(
     hard_max: float = 1.0,
     demos_only: bool = False,
     refit_episodes: int = 0,
+    renderer: str | None = None,
     progress: bool = True,
     config_name: str = "run",
 ) -> dict[str, Any]:
@@ -241,7 +252,8 @@ def run_one(
     state model to collect in instead of the real simulator (None: real); ``group`` / ``hard_max``: as
     :func:`collect_successes` takes them; ``demos_only``: the control, no collection (each round
     fine-tunes on the demos alone); ``refit_episodes`` > 0: before each round that state model is fitted
-    again on the demos plus that many real episodes of the current policy (:func:`refit_world`)."""
+    again on the demos plus that many real episodes of the current policy (:func:`refit_world`); ``renderer``:
+    the folder (in ``src``) of a learned state renderer that draws that world (None: the simulator draws it)."""
     from benchmarks.real_rl import _link_run, _seed_of
     from imagination.pipeline import Pipeline, load_run_config, run_config_of
     from policies import load_policy
@@ -258,6 +270,11 @@ def run_one(
 
         model = ObjectDynamics.from_pretrained(model_dir)
         check_state_model(model, STATE_DIM)  # before any work
+    drawer = None
+    if renderer is not None:
+        from worldmodels.state_renderer import StateRenderer
+
+        drawer = StateRenderer.from_pretrained(src / renderer)  # before any work: a missing one is a clear error
     _link_run(src, dst)
     cfg = load_run_config([f"run_dir={dst}", f"seed={seed}", "videos=0"], config_name)
     pipe = Pipeline(cfg, progress=progress)
@@ -284,7 +301,7 @@ def run_one(
             for ti, task in enumerate([] if demos_only else pipe.tasks()):
                 traj, st = collect_successes(
                     policy, task, target, max_episodes, std, seed * 1000 + 100 * r + ti + 77_000, pipe.env_kwargs(),
-                    state_model=world, group=group, hard_max=hard_max,
+                    state_model=world, group=group, hard_max=hard_max, renderer=drawer,
                 )
                 stats[task] = st
                 if traj is not None:
@@ -357,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--refit-episodes", type=int, default=0, metavar="N",
                    help="with --object-dynamics: before each round fit that state model again on the demos plus N "
                    "real episodes of the current policy (the world co-evolves with the policy; those steps count)")
+    p.add_argument("--renderer", default=None, metavar="NAME",
+                   help="with --object-dynamics: draw that world with this learned state renderer (a folder in each "
+                   "run: `python -m worldmodels.state_renderer`) instead of the simulator, so every part is learned")
     p.add_argument("--group", type=int, default=1,
                    help="> 1: sample every start this many times, play all --max-episodes, and keep one success "
                    "per start whose group success rate is at most --hard-max, the hardest first (--target at most)")
@@ -390,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.refit_episodes < 0 or (a.refit_episodes and (a.object_dynamics is None or a.demos_only)):
         raise WmrlError(f"--refit-episodes {a.refit_episodes} must be >= 0 and needs --object-dynamics (the state "
                         "model to fit again), without --demos-only (which collects in no world)")
+    if a.renderer is not None and a.object_dynamics is None:
+        raise WmrlError(f"--renderer {a.renderer} draws a state model's world; it needs --object-dynamics")
     if not 0 < a.hard_max <= 1:
         raise WmrlError(f"--hard-max {a.hard_max} must be in (0, 1]")
     config_name = "run_quick" if a.quick else "run"
@@ -407,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{[round(x['success'], 3) for x in r['rounds']]} ({r['real_env_steps']:.0f} real env steps)", flush=True)
 
     args = {(s,): (s, a.work / keys[s], a.target, a.max_episodes, a.std, a.rounds, a.init, a.steps, a.object_dynamics,
-                     a.group, a.hard_max, a.demos_only, a.refit_episodes)
+                     a.group, a.hard_max, a.demos_only, a.refit_episodes, a.renderer)
             for s in a.runs}
     run_pairs(run_one, args, a.jobs, not a.no_progress, config_name, done)
     per_seed = {keys[s]: results[keys[s]] for s in a.runs}
@@ -434,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": a.rounds,
         "init": a.init,
         "world": "real" if a.object_dynamics is None else f"state_model:{a.object_dynamics}",
+        "renderer": a.renderer,  # None: the simulator draws the world
         "steps": a.steps,
         "group": a.group,
         "hard_max": a.hard_max,

@@ -196,6 +196,46 @@ def test_self_imitation_collection_seeds_the_policys_noise(monkeypatch):
     assert not np.allclose(seen[0], seen[2])
 
 
+def test_self_imitation_collects_in_the_state_model_world_drawn_by_a_learned_renderer(monkeypatch):
+    """--renderer: the state model's world the successes come from is drawn by the learned renderer (the frames the
+    policy acts on and clones), not by the simulator, from the same real start and the same dynamics."""
+    import imagination.coevolution as coevolution
+    from benchmarks.self_imitation import collect_successes
+    from policies.vla.configuration_vla import VLAConfig
+    from policies.vla.modeling_vla import VLAPolicy
+    from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
+    from worldmodels.state_renderer import StateRenderer, StateRendererConfig
+
+    torch.manual_seed(0)
+    pol = VLAPolicy(VLAConfig(image_size=SIZE, channels=(8, 8, 8), hidden_dim=32, chunk_size=2)).eval()
+    model = ObjectDynamics(ObjectDynamicsConfig(arm=True, hidden=8, layers=1)).eval()
+    drawer = StateRenderer(StateRendererConfig(image_size=SIZE, channels=[8, 16, 16, 16])).eval()
+    frames: list[np.ndarray] = []
+
+    def first_step(env, chunk_fn, *args, **kwargs):  # the world's frames at reset and after one step
+        obs, _ = env.reset(seed=0)
+        frames.append(obs["image"].copy())
+        obs = env.step(np.zeros((env.num_envs, 7), np.float32))[0]
+        frames.append(obs["image"].copy())
+        return None, {"finished": 0, "episodes": 0, "finished_success_rate": 0.0, "env_steps": 0}
+
+    monkeypatch.setattr(coevolution, "record_rollouts", first_step)
+    for r in (None, drawer):
+        _, st = collect_successes(pol, "PushCube-v0", 1, 2, 0.1, 7, {"image_size": SIZE}, num_envs=2,
+                                  state_model=model, renderer=r)
+        assert st["real_env_steps"] == 0.0  # no real physics beyond the resets
+    np.testing.assert_array_equal(frames[0], frames[2])  # the same real first frame
+    assert not np.array_equal(frames[1], frames[3])  # then drawn by the renderer, not the simulator
+
+
+def test_self_imitation_renderer_needs_a_state_model(tmp_path):
+    from benchmarks.self_imitation import main
+
+    with pytest.raises(WmrlError, match="--renderer renderer draws a state model's world; it needs --object-dynamics"):
+        main(["--runs", str(tmp_path / "missing"), "--renderer", "renderer", "--out", str(tmp_path / "o.json")])
+    assert not (tmp_path / "o.json").exists()
+
+
 def test_self_imitation_refit_world_is_the_cli_policy_fit_counts_its_steps_and_resumes(data, tmp_path, monkeypatch):
     """--refit-episodes: the state model fitted again (its config and seed) on the demos plus the policy's real
     episodes is the fit `python -m worldmodels.object_dynamics --policy` makes, weight for weight; a finished
