@@ -334,6 +334,12 @@ def _coevolution_variant(d: dict, name: str) -> str:
     return " / ".join(_paired(v["vs_default"].get(k)) for k in sorted(v["vs_default"]))
 
 
+def _vs_real_rl(d: dict) -> str:
+    """``+0.012 [-0.009, +0.033]``: an imagination_lift JSON's round 0 minus real RL at the same budget, paired."""
+    g = d["goals"]["imagination_vs_real_rl"]
+    return _paired({"diff": g["value"], "ci95": g["ci95_paired"]} if "ci95_paired" in g else None)
+
+
 def _phase_successes(d: dict) -> str:
     """``0.406 / 0.419 / [0.433, 0.406] / 0.431``: an imagination_lift JSON's SFT, RL in imagination,
     co-evolution rounds and real-RL success."""
@@ -1092,6 +1098,18 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_lifts(d, 'si_realplain', 'si_polplain', 'si_polrend')}; "
      f"{_extra_pair(d, 'si_polrend', 'si_polplain')} / {_extra_pair(d, 'si_polrend', 'si_realplain')}",
      ">= +0.30"),
+    ("imagination_lift_self_imitation_s70.json", "session 70: the main job with self_imitation.enabled (round 0 is one "
+     "self-imitation round in the arm-and-object state model's world, fitted on the demos + 720 real SFT episodes; "
+     "coevolution.rounds=0, world model and reward models cut to 20 steps, num_threads=1, 3 seeds side by side on "
+     "the 2-core AVX2 host): SFT / self-imitation / real GRPO at the same real budget",
+     lambda d: " / ".join(_fmt(d[k]) for k in ("sft_success", "imagination_rl_success", "real_rl_same_budget_success")),
+     ">= SFT + 0.30"),
+    ("imagination_lift_self_imitation_s70.json", "same: lift over SFT on the runs' own 600 starts, paired "
+     "(self-imitation / real GRPO); self-imitation minus real GRPO; real env steps, mean per seed",
+     lambda d: f"{_run_lifts(d)}; {_vs_real_rl(d)}; {_fmt(d['real_env_steps_used'])}", ">= SFT + 0.30; >= real"),
+    ("policy_compare_main_self_imitation_s70.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): self-imitation / real GRPO at the same real budget; self-imitation minus real GRPO",
+     lambda d: f"{_lifts(d, 'si_main', 'real_rl')}; {_extra_pair(d, 'si_main', 'real_rl')}", ">= +0.30"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

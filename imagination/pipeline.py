@@ -14,6 +14,8 @@ Stages (each leaves ``RUN/stages/<name>.json`` and is skipped when that marker e
                    worlds set the success threshold of every round (their real steps counted here)
     round_r        co-evolution: real rollouts of the policy (counted) -> fine-tune world model and
                    success model (failures up-weighted) -> RL in imagination -> evaluation
+                   (self_imitation.enabled: each round clones the policy's own successes found in the
+                   arm-and-object state model's world instead of RL: imagination.self_imitation)
     real_rl        baseline: the same RL in the real simulator with the real-env steps rounds 0..R used
     report         results.md table, success-per-round plot, real | imagined videos, results.json
 
@@ -213,6 +215,10 @@ class RunConfig:
             model RL in imagination uses) + its ``ObjectDynamicsConfig`` fields (e.g. ``arm``, ``steps``);
             ``refit_each_round`` (default true): each co-evolution round fits it again, on the demos and
             every round's real rollouts so far (``round_R/object_dynamics``), and later rounds use that one.
+        self_imitation: ``enabled`` makes each round's imagination phase success-filtered self-imitation in
+            the arm-and-object state model's world instead of RL in the world model
+            (:mod:`imagination.self_imitation`; needs ``object_dynamics.enabled`` with ``arm``) + its
+            ``SelfImitationConfig`` fields.
     """
 
     run_dir: str = "runs/run"
@@ -241,6 +247,7 @@ class RunConfig:
     real_rl_reward: str = "sparse"
     videos: int = 2
     object_dynamics: dict = field(default_factory=lambda: {"enabled": False})
+    self_imitation: dict = field(default_factory=lambda: {"enabled": False})
 
     def __post_init__(self) -> None:
         if isinstance(self.suite, (list, tuple)):
@@ -299,6 +306,10 @@ class RunConfig:
                 f"object_dynamics.enabled moves {od.num_objects} objects: set world_model.env_state_dim="
                 f"{3 * od.num_objects} (got {env_dim})"
             )
+        if self.self_imitation_config().enabled:
+            from imagination.self_imitation import check_self_imitation_config
+
+            check_self_imitation_config(self)
 
     def object_dynamics_config(self):
         """The ``ObjectDynamicsConfig`` of ``object_dynamics`` (seeded by the run), None when not enabled."""
@@ -313,6 +324,13 @@ class RunConfig:
                 raise ConfigError(f"object_dynamics.{key}={v!r}; expected true or false")
         cfg = to_dataclass({"seed": self.seed, **d}, ObjectDynamicsConfig, where="object_dynamics.")
         return cfg if enabled else None
+
+    def self_imitation_config(self):
+        """The ``SelfImitationConfig`` of ``self_imitation``."""
+        from imagination.self_imitation import SelfImitationConfig
+        from wmrl.config import to_dataclass
+
+        return to_dataclass(dict(self.self_imitation), SelfImitationConfig, where="self_imitation.")
 
     def refit_object_dynamics_each_round(self) -> bool:
         """Whether co-evolution rounds refit the enabled object dynamics on their real rollouts."""
@@ -753,6 +771,7 @@ class Pipeline:
     def s_round(self, r: int) -> dict:
         import envs
         from imagination.coevolution import coevolve_models, policy_chunk_fn, record_rollouts
+        from imagination.self_imitation import POLICY_ROLLOUTS, fit_round_zero_world, self_imitation_round
         from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
 
         out = self.root / f"round_{r}"
@@ -786,8 +805,10 @@ class Pipeline:
                     dataset = _concat_weighted(dataset, past, cc)
                 _, fst = coevolve_models(wm, sm, dataset, traj_new, cc, seed=self.cfg.seed + r)
                 if self.cfg.refit_object_dynamics_each_round():  # the dynamics of every real step so far
+                    first = self.root / "round_0" / POLICY_ROLLOUTS  # self-imitation's round-0 episodes
+                    pol = [load_trajectories_npz(first)] if first.is_file() else []
                     fit = self.fit_object_dynamics(
-                        Trajectories.concat([self.trajectories(), *earlier, traj_new]),
+                        Trajectories.concat([self.trajectories(), *pol, *earlier, traj_new]),
                         out / RUN_OBJECT_DYNAMICS,
                         1000 * r + self.cfg.seed,
                     )
@@ -801,10 +822,19 @@ class Pipeline:
         else:
             wm, sm, exe = self.load_models(0)
             summary["real_env_steps"] = 0.0
-            if self.cfg.success_calibration.episodes_per_task > 0:
+            if self.cfg.self_imitation_config().enabled:  # round 0's world: the demos + the SFT policy's episodes
+                _, steps = fit_round_zero_world(self, out)
+                summary["real_env_steps"] = summary["policy_episodes_real_env_steps"] = steps
+            elif self.cfg.success_calibration.episodes_per_task > 0:
                 cal = self.calibrate_success(wm, sm, exe)
                 summary["success_calibration"] = cal
                 summary["real_env_steps"] = cal["real_env_steps"]
+        if self.cfg.self_imitation_config().enabled:
+            si = self_imitation_round(self, r, out, round_object_dynamics(self.root, r))
+            summary.update(si)
+            summary["real_env_steps"] += si["prefix_real_env_steps"]
+            summary["eval"] = self.evaluate(self.policy_after(r), f"round_{r}")
+            return summary
         keyframes = self.trajectories()
         if r > 0:
             keyframes = _concat_weighted(
@@ -1175,10 +1205,11 @@ def round_models(
 
 def round_object_dynamics(root: Path, round_idx: int) -> Path:
     """The object-dynamics folder of run folder ``root`` as of the start of RL round ``round_idx``: the
-    latest co-evolution round's refit (``round_R/object_dynamics``, R <= ``round_idx``), else the one
+    latest round's refit (``round_R/object_dynamics``, R <= ``round_idx``: a co-evolution round's, or round
+    0's fit on the demos and the SFT policy's episodes with ``self_imitation.policy_episodes``), else the one
     fitted on the demos (``object_dynamics/``)."""
     root = Path(root)
-    for r in range(round_idx, 0, -1):
+    for r in range(round_idx, -1, -1):
         if (root / f"round_{r}" / RUN_OBJECT_DYNAMICS).exists():
             return root / f"round_{r}" / RUN_OBJECT_DYNAMICS
     return root / RUN_OBJECT_DYNAMICS

@@ -29,6 +29,8 @@ def collect_results(pipe: Any) -> dict[str, Any]:
         "gated_frac_by_round": [r.get("gated_frac", 0.0) for r in rs],
         "rl_updates_by_round": [r.get("policy_updates") for r in rs],  # None: a run made before they were counted
         "rl_iterations_by_round": [r.get("rl_iterations") for r in rs],
+        # "rl" (GRPO/PPO in the world model) or "self_imitation" (imagination.self_imitation)
+        "imagination_phase": rs[0].get("imagination_phase", "rl"),
         "per_task": {
             "sft": sft["per_task"],
             **{f"round_{i}": r["eval"]["per_task"] for i, r in enumerate(rs)},
@@ -96,7 +98,8 @@ def results_table(res: dict[str, Any]) -> str:
                    res.get("rl_iterations_by_round") or [None] * n_rounds))
     rows = [
         ("SFT (behaviour cloning)", "sft", res["sft_success"], 0.0, (None, None)),
-        ("RL in imagination (round 0)", "round_0", res["imagination_rl_success"], res["real_env_steps_by_round"][0],
+        ("self-imitation in the state model's world (round 0)" if res.get("imagination_phase") == "self_imitation"
+         else "RL in imagination (round 0)", "round_0", res["imagination_rl_success"], res["real_env_steps_by_round"][0],
          upd[0]),
     ]
     for i, s in enumerate(res["coevolution_success_by_round"], start=1):

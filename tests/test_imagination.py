@@ -1710,6 +1710,98 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
         load_run_config(["object_dynamics.enabled=true"], "run_quick")
 
 
+def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_and_clones_every_rounds_successes(
+    tmp_path, monkeypatch
+):
+    """`self_imitation.enabled=true`: round 0 fits the state model on the demos plus the SFT policy's real
+    episodes (their steps are round 0's budget), each round collects in its model's world (no real physics
+    beyond resets) and fine-tunes the previous round's policy on the demos plus every round's successes so far;
+    a co-evolution round refits the model on every real episode so far; a finished collection is not played
+    again; what the phase needs is checked before any work."""
+    import benchmarks.self_imitation as bsi
+    from imagination.pipeline import Pipeline, load_run_config, round_object_dynamics
+    from policies import load_policy
+    from wmrl.data import load_trajectories_npz, save_trajectories_npz
+    from worldmodels.object_dynamics import ObjectDynamics
+
+    base = [
+        "suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "world_model_train.steps=4",
+        "world_model_train.videos=0", "rewards.idm_steps=4", "rewards.success_steps=4",
+        "rewards.imagined_random_failures=4", "sft.steps=4", "eval.episodes_per_task=2", "eval.num_envs=2", "videos=0",
+    ]
+    od = ["world_model.env_state_dim=9", "object_dynamics.enabled=true", "object_dynamics.arm=true",
+          "+object_dynamics.steps=20", "+object_dynamics.batch_size=64", "+object_dynamics.hidden=32",
+          "+object_dynamics.test_fraction=0.25"]
+    si = ["self_imitation.enabled=true", "self_imitation.target=2", "self_imitation.max_episodes=8",
+          "self_imitation.policy_episodes=4", "self_imitation.num_envs=4", "self_imitation.steps=3"]
+    cfg = load_run_config([f"run_dir={tmp_path / 'run'}", *base, *od, *si], "run_quick")
+    pipe = Pipeline(cfg, progress=False)
+    for name in ("demos", "world_model", "object_dynamics", "idm", "rewards", "sft", "eval_sft"):
+        pipe.stage(name, getattr(pipe, f"s_{name}"))
+    root = tmp_path / "run"
+    demos = pipe.trajectories()
+    demos_ok = int(np.sum(demos.episode_success))
+    r0 = pipe.stage("round_0", lambda: pipe.s_round(0))
+    rec = json.loads((root / "round_0" / "policy_rollouts.json").read_text())
+    assert rec["episodes"] == 4 and rec["env_steps"] > 0
+    assert r0["imagination_phase"] == "self_imitation" and r0["prefix_real_env_steps"] == 0.0
+    assert r0["real_env_steps"] == r0["policy_episodes_real_env_steps"] == rec["env_steps"]
+    def episodes_fitted(r: int) -> int:
+        m = json.loads((round_object_dynamics(root, r) / "config.json").read_text())["metrics"]
+        return m["train_episodes"] + m["test_episodes"]
+
+    assert round_object_dynamics(root, 0) == root / "round_0" / "object_dynamics"
+    assert ObjectDynamics.from_pretrained(round_object_dynamics(root, 0)).config.arm
+    fit = pipe.done("object_dynamics")
+    assert episodes_fitted(0) == (
+        fit["train_episodes"] + fit["test_episodes"] + 4
+    )
+    col = r0["self_imitation"]["PushCube-v0"]
+    assert col["finished"] >= 1 and col["real_env_steps"] == 0.0 and r0["imagined_steps"] == col["env_steps"] > 0
+    kept0 = int(col["kept"])
+    assert r0["successes_kept"] == kept0 and (root / "round_0" / "successes.npz").is_file() == (kept0 > 0)
+    assert r0["episodes_cloned"] == demos_ok + kept0 and r0["fine_tune_steps"] == 3
+    sft, pol0 = pipe.policy_after(-1), pipe.policy_after(0)
+    assert any(not torch.equal(a, b) for a, b in zip(sft.state_dict().values(), pol0.state_dict().values()))
+    same = load_policy(root / "round_0" / "self_imitation" / "policy")
+    assert all(torch.equal(a, b) for a, b in zip(same.state_dict().values(), pol0.state_dict().values()))
+
+    # the next round clones round 0's successes too (three demo episodes stand in for them when none was found)
+    if kept0 == 0:
+        save_trajectories_npz(root / "round_0" / "successes.npz", demos.select_episodes([0, 1, 2]))
+        kept0 = 3
+    r1 = pipe.stage("round_1", lambda: pipe.s_round(1))
+    kept1 = int(r1["successes_kept"])
+    assert r1["episodes_cloned"] == demos_ok + kept0 + kept1
+    rollouts = load_trajectories_npz(root / "round_1" / "rollouts.npz")
+    assert round_object_dynamics(root, 1) == root / "round_1" / "object_dynamics"
+    assert episodes_fitted(1) == (
+        fit["train_episodes"] + fit["test_episodes"] + 4 + rollouts.num_episodes
+    )
+    assert r1["real_env_steps"] == r1["env_steps"] > 0  # the round's real rollouts; its collection took none
+
+    # a finished collection is read back, not played again
+    def no_play(*a, **k):
+        raise AssertionError("collected again")
+
+    monkeypatch.setattr(bsi, "collect_successes", no_play)
+    from imagination.self_imitation import self_imitation_round
+
+    again = self_imitation_round(pipe, 1, root / "round_1", round_object_dynamics(root, 1))
+    assert again["self_imitation"] == r1["self_imitation"]
+
+    with pytest.raises(ConfigError, match="set object_dynamics.enabled=true object_dynamics.arm=true"):
+        load_run_config([*si[:1]], "run_quick")
+    with pytest.raises(ConfigError, match="set object_dynamics.enabled=true object_dynamics.arm=true"):
+        load_run_config([*od[:3], "object_dynamics.arm=false", *si[:1]], "run_quick")
+    with pytest.raises(ConfigError, match="self_imitation.target=0 must be >= 1"):
+        load_run_config([*od, *si, "self_imitation.target=0"], "run_quick")
+    with pytest.raises(ConfigError, match="self_imitation.std=0.0 must be > 0"):
+        load_run_config([*od, *si, "self_imitation.std=0.0"], "run_quick")
+    with pytest.raises(ConfigError, match="stepz"):
+        load_run_config([*od, *si, "+self_imitation.stepz=3"], "run_quick")
+
+
 def test_state_heatmaps_draw_the_cubes_where_their_states_put_them(data, tmp_path):
     """``state_heatmaps``: the projection fitted on real frames puts a cube's blob on the cube, a
     parked cube gets none, the frame generator's input channels get the gradient, and the projection

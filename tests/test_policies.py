@@ -478,6 +478,8 @@ def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     assert "| co-evolution round 1 | 0.400 |  | 96 |  |" in table  # a round made before updates were counted
     del res["rl_updates_by_round"]  # a whole run made before: the column stays empty
     assert "| co-evolution round 1 | 0.400 |  | 96 |  |" in results_table(res)
+    si = results_table({**res, "imagination_phase": "self_imitation", "rl_iterations_by_round": [None, None]})
+    assert f"| self-imitation in the state model's world (round 0) | 0.750 | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 |  |" in si
     from benchmarks.imagination_lift import mean_paired_lifts
 
     seeds = [{"round_0": {"diff": 0.1, "se": 0.03}, "real_rl": {"diff": 0.0, "se": 0.02}},

@@ -1,0 +1,206 @@
+"""Self-imitation in the state model's world as the main job's imagination phase (``self_imitation.enabled``).
+
+Each round of ``wmrl run`` (:meth:`imagination.pipeline.Pipeline.s_round`) then trains the policy by
+success-filtered behaviour cloning (filtered BC; ReST / RAFT-style rejection sampling with a binary reward)
+instead of GRPO or PPO in the pixel world model:
+
+1. (round 0, ``policy_episodes`` > 0) the SFT policy plays that many real episodes at exploration ``std``
+   (their real steps count in round 0's budget), and the round's arm-and-object state model is fitted again
+   on the demos plus them (``round_0/object_dynamics``); co-evolution rounds refit it on every real episode
+   so far (``object_dynamics.refit_each_round``);
+2. the current policy samples episodes at ``std`` from fresh real starts in that model's world
+   (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and the simulator's drawing, the
+   model's dynamics, the task's rule on its predicted states as success), task by task, until it has
+   ``target`` successes of the task or has finished ``max_episodes`` of it; no real physics step is taken
+   beyond the resets;
+3. the run's SFT recipe (``steps`` optimiser steps; None: ``sft.steps``) fine-tunes the current policy on the
+   successful demos plus every round's kept successes so far.
+
+``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
+seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wmrl.errors import ConfigError
+
+#: the round's policy-rollout file of round 0 (``round_0/<this>``), and each round's kept successes
+POLICY_ROLLOUTS = "policy_rollouts.npz"
+SUCCESSES = "successes.npz"
+
+
+@dataclass
+class SelfImitationConfig:
+    """``self_imitation`` of ``conf/run.yaml``.
+
+    Args:
+        enabled: each round's imagination phase is self-imitation in the state model's world (needs
+            ``object_dynamics.enabled=true object_dynamics.arm=true``) instead of RL in the world model.
+        target: successes kept per task and round.
+        max_episodes: episodes per task and round at most (the collection stops there with fewer successes).
+        std: the policy's exploration std while it collects (and while it plays ``policy_episodes``).
+        steps: optimiser steps of each round's fine-tune (None: ``sft.steps``).
+        policy_episodes: real episodes of the SFT policy that round 0's state model is fitted on beside the
+            demos (0: the demos alone), so the world knows the policy's own contacts.
+        num_envs: sub-envs a task is collected in.
+    """
+
+    enabled: bool = False
+    target: int = 150
+    max_episodes: int = 1500
+    std: float = 0.1
+    steps: int | None = None
+    policy_episodes: int = 720
+    num_envs: int = 16
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError(f"self_imitation.enabled={self.enabled!r}; expected true or false")
+        for key in ("target", "max_episodes", "num_envs"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"self_imitation.{key}={getattr(self, key)} must be >= 1")
+        if not self.std > 0:
+            raise ConfigError(f"self_imitation.std={self.std} must be > 0")
+        if self.steps is not None and int(self.steps) < 1:
+            raise ConfigError(f"self_imitation.steps={self.steps} must be >= 1 or null (sft.steps)")
+        if int(self.policy_episodes) < 0:
+            raise ConfigError(f"self_imitation.policy_episodes={self.policy_episodes} must be >= 0")
+
+
+def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
+    """Round 0's real episodes of the SFT policy for its state model (``policy_episodes`` of them at ``std``,
+    env and noise seed ``9000 + seed``), recorded once into ``out/policy_rollouts.npz`` and read back on
+    resume; ``(episodes with environment states or None when policy_episodes is 0, their real env steps)``."""
+    import torch
+
+    import envs
+    from imagination.coevolution import policy_chunk_fn, record_rollouts
+    from imagination.trainer_utils import set_exploration_std
+    from wmrl.data import load_trajectories_npz, save_trajectories_npz
+    from wmrl.io import atomic_write_json
+
+    si = pipe.cfg.self_imitation_config()
+    if si.policy_episodes == 0:
+        return None, 0.0
+    path, record = out / POLICY_ROLLOUTS, out / "policy_rollouts.json"
+    if not (path.is_file() and record.is_file()):
+        policy = pipe.policy_after(-1)
+        set_exploration_std(si.std, policy)
+        seed = 9000 + pipe.cfg.seed
+        env = envs.make_vec(pipe.tasks(), min(16, si.policy_episodes), **pipe.env_kwargs(),
+                            autoreset_mode="same_step", seed=seed)
+        try:
+            with torch.random.fork_rng(devices=[]):  # the policy's noise is seeded, the run's RNG untouched
+                torch.manual_seed(seed)
+                traj, st = record_rollouts(env, policy_chunk_fn(policy), si.policy_episodes, policy.chunk_size,
+                                           seed=seed)
+        finally:
+            env.close()
+        save_trajectories_npz(path, traj)
+        atomic_write_json(record, {"episodes": int(st["episodes"]), "success_rate": float(st["success_rate"]),
+                                   "env_steps": float(st["env_steps"]), "std": si.std, "seed": seed})
+    return load_trajectories_npz(path), float(json.loads(record.read_text())["env_steps"])
+
+
+def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[str, Any]:
+    """Round ``r``'s imagination phase: collect the policy entering the round's successes in the world of the
+    state model in ``world_dir``, fine-tune it on the successful demos plus every round's successes so far
+    (``out/self_imitation``, resumable from its checkpoints), and save the result as ``out/policy``.
+
+    Returns the round summary's fields: ``imagined_steps`` (steps played in the model's world),
+    ``prefix_real_env_steps`` (the collection's real physics steps: 0), ``self_imitation`` (per task:
+    ``finished``, ``kept``, ``finished_success_rate``, ``env_steps``), ``successes_kept``,
+    ``episodes_cloned``, ``fine_tune_steps`` and ``imagined_success_last`` (the collection's sampled
+    success over every task's finished episodes)."""
+    from benchmarks._split_worlds import check_state_model
+    from benchmarks.self_imitation import collect_successes
+    from envs.tabletop.vector_env import STATE_DIM
+    from policies import load_policy
+    from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
+    from worldmodels.object_dynamics import ObjectDynamics
+
+    si, seed = pipe.cfg.self_imitation_config(), pipe.cfg.seed
+    model = ObjectDynamics.from_pretrained(world_dir)
+    check_state_model(model, STATE_DIM)
+    policy = pipe.policy_after(r - 1)
+    stats: dict[str, dict[str, float]] = {}
+    found = out / SUCCESSES
+    record = out / "self_imitation_collection.json"
+    if not record.is_file():  # written after the successes: a collection cut short runs again
+        from wmrl.io import atomic_write_json
+
+        parts = []
+        for ti, task in enumerate(pipe.tasks()):  # benchmarks.self_imitation's collection seeds
+            traj, st = collect_successes(policy, task, si.target, si.max_episodes, si.std,
+                                         seed * 1000 + 100 * r + ti + 77_000, pipe.env_kwargs(),
+                                         num_envs=si.num_envs, state_model=model)
+            stats[task] = st
+            if traj is not None:
+                parts.append(traj)
+        if parts:
+            save_trajectories_npz(found, Trajectories.concat(parts))
+        elif found.exists():
+            found.unlink()
+        atomic_write_json(record, stats)
+    stats = json.loads(record.read_text())
+    kept = [load_trajectories_npz(p) for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
+    steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
+    start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
+    train = pipe.train_sft(out / "self_imitation", steps, extra=Trajectories.concat(kept) if kept else None, init=start)
+    pol = load_policy(out / "self_imitation" / "policy", map_location=str(pipe.device))
+    pol.save_pretrained(out / "policy")
+    finished = sum(s["finished"] for s in stats.values())
+    return {
+        "imagination_phase": "self_imitation",
+        "imagined_steps": float(sum(s["env_steps"] for s in stats.values())),
+        "prefix_real_env_steps": float(sum(s["real_env_steps"] for s in stats.values())),
+        "self_imitation": stats,
+        "successes_kept": float(sum(s["kept"] for s in stats.values())),
+        "episodes_cloned": int(train.get("episodes", 0)),
+        "fine_tune_steps": steps,
+        "imagined_success_last": float(sum(s["finished_success_rate"] * s["finished"] for s in stats.values())
+                                       / max(finished, 1)),
+        "gated_frac": 0.0,
+    }
+
+
+def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:
+    """Round 0's state model: with ``policy_episodes`` > 0, the run's object dynamics fitted again on the
+    demos plus the SFT policy's real episodes (:func:`policy_rollouts_for_world`) into
+    ``out/object_dynamics`` (kept on resume); else the demos' fit. ``(its folder, the real env steps)``."""
+    from imagination.pipeline import RUN_OBJECT_DYNAMICS
+    from wmrl.data import Trajectories
+
+    rollouts, steps = policy_rollouts_for_world(pipe, out)
+    if rollouts is None:
+        return pipe.root / RUN_OBJECT_DYNAMICS, 0.0
+    target = out / RUN_OBJECT_DYNAMICS
+    if not (target / "config.json").is_file():  # written last: a fit cut short runs again
+        pipe.fit_object_dynamics(Trajectories.concat([pipe.trajectories(), rollouts]), target, pipe.cfg.seed)
+    return target, steps
+
+
+def check_self_imitation_config(cfg: Any) -> None:
+    """A one-line ConfigError when ``self_imitation.enabled`` lacks what it needs: the built-in suite and an
+    arm-and-object state model (``object_dynamics.enabled=true object_dynamics.arm=true``)."""
+    od = cfg.object_dynamics_config()
+    if od is None or not od.arm:
+        raise ConfigError("self_imitation.enabled collects in the arm-and-object state model's world: set "
+                          "object_dynamics.enabled=true object_dynamics.arm=true (and world_model.env_state_dim=9)")
+    if od.orientation:
+        raise ConfigError("self_imitation.enabled: object_dynamics.orientation=true is not supported by the "
+                          "state model's world (positions only); set it to false")
+
+
+__all__ = [
+    "SelfImitationConfig",
+    "check_self_imitation_config",
+    "fit_round_zero_world",
+    "policy_rollouts_for_world",
+    "self_imitation_round",
+]
