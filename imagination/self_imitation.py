@@ -76,31 +76,18 @@ def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
     """Round 0's real episodes of the SFT policy for its state model (``policy_episodes`` of them at ``std``,
     env and noise seed ``9000 + seed``), recorded once into ``out/policy_rollouts.npz`` and read back on
     resume; ``(episodes with environment states or None when policy_episodes is 0, their real env steps)``."""
-    import torch
-
-    import envs
-    from imagination.coevolution import policy_chunk_fn, record_rollouts
-    from imagination.trainer_utils import set_exploration_std
     from wmrl.data import load_trajectories_npz, save_trajectories_npz
     from wmrl.io import atomic_write_json
+    from worldmodels.object_dynamics import policy_rollouts
 
     si = pipe.cfg.self_imitation_config()
     if si.policy_episodes == 0:
         return None, 0.0
     path, record = out / POLICY_ROLLOUTS, out / "policy_rollouts.json"
     if not (path.is_file() and record.is_file()):
-        policy = pipe.policy_after(-1)
-        set_exploration_std(si.std, policy)
         seed = 9000 + pipe.cfg.seed
-        env = envs.make_vec(pipe.tasks(), min(16, si.policy_episodes), **pipe.env_kwargs(),
-                            autoreset_mode="same_step", seed=seed)
-        try:
-            with torch.random.fork_rng(devices=[]):  # the policy's noise is seeded, the run's RNG untouched
-                torch.manual_seed(seed)
-                traj, st = record_rollouts(env, policy_chunk_fn(policy), si.policy_episodes, policy.chunk_size,
-                                           seed=seed)
-        finally:
-            env.close()
+        traj, st = policy_rollouts(pipe.root / "sft" / "policy", pipe.tasks(), pipe.cfg.image_size, si.policy_episodes,
+                                   si.std, seed, render=pipe.cfg.render.env_kwargs())
         save_trajectories_npz(path, traj)
         atomic_write_json(record, {"episodes": int(st["episodes"]), "success_rate": float(st["success_rate"]),
                                    "env_steps": float(st["env_steps"]), "std": si.std, "seed": seed})

@@ -645,10 +645,12 @@ def policy_rollouts(
     std: float | None = 0.1,
     seed: int = 9000,
     num_envs: int = 16,
+    render: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """``episodes`` real episodes of the saved policy in ``policy_dir`` on ``tasks`` (sampled actions,
     exploration noise ``std``; None: the policy's own; layouts and noise drawn from ``seed``), as ``wmrl.data.Trajectories`` with environment
-    states, and ``{"episodes", "success_rate", "env_steps"}``."""
+    states, and ``{"episodes", "success_rate", "env_steps"}``. ``render``: more ``envs.make_vec`` keyword
+    arguments of how the frames are drawn (a run's ``render.env_kwargs()``; None: the default)."""
     import envs
     from imagination.coevolution import policy_chunk_fn, record_rollouts
     from imagination.trainer_utils import set_exploration_std
@@ -656,7 +658,8 @@ def policy_rollouts(
 
     policy = load_policy(policy_dir)
     set_exploration_std(std, policy)
-    env = envs.make_vec(tasks, min(num_envs, episodes), image_size=image_size, autoreset_mode="same_step", seed=seed)
+    env = envs.make_vec(tasks, min(num_envs, episodes), image_size=image_size, **(render or {}),
+                        autoreset_mode="same_step", seed=seed)
     try:
         with torch.random.fork_rng(devices=[]):  # the policy's noise is seeded too, the caller's RNG untouched
             torch.manual_seed(seed)
