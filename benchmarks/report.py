@@ -1110,6 +1110,19 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("policy_compare_main_self_imitation_s70.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
      "over SFT (paired): self-imitation / real GRPO at the same real budget; self-imitation minus real GRPO",
      lambda d: f"{_lifts(d, 'si_main', 'real_rl')}; {_extra_pair(d, 'si_main', 'real_rl')}", ">= +0.30"),
+    ("imagination_lift_self_imitation_coevolution_s71.json", "session 71: one co-evolution round with the "
+     "self-imitation phase from session 70's runs' round 0 (--coevolution-variant si_r1 coevolution.rounds=1: 24 real "
+     "episodes, the state model refitted on every real episode so far, 150 successes per task in its world, round 0's "
+     "policy fine-tuned on the demos + both rounds' successes); own 600 starts: SFT -> round 0 / round 1; round 1 "
+     "over SFT / over round 0 (paired)",
+     lambda d: f"{_fmt(d['sft_success'])} -> {_fmt(d['imagination_rl_success'])} / "
+     f"{_fmt(d['coevolution_variants']['si_r1']['coevolution_success_by_round'][0])}; "
+     f"{_paired(d['coevolution_variants']['si_r1']['lift_vs_sft'].get('round_1'))} / "
+     f"{_paired(d['coevolution_variants']['si_r1']['lift_vs_round_0'].get('round_1'))}", ">= +0.05 over round 0"),
+    ("policy_compare_main_self_imitation_s71.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): round 0 / round 1 / real GRPO at round 0's real budget; round 1 minus round 0 / minus real GRPO",
+     lambda d: f"{_lifts(d, 'si_main', 'si_r1', 'real_rl')}; {_extra_pair(d, 'si_r1', 'si_main')} / "
+     f"{_extra_pair(d, 'si_r1', 'real_rl')}", ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

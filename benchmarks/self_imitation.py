@@ -167,6 +167,29 @@ def collect_successes(
     return traj, stats
 
 
+def collect_round(
+    policy: Any, tasks: list[str], r: int, seed: int, target: int, max_episodes: int, std: float, env_kwargs: dict,
+    out: Path, **collect: Any,
+) -> tuple[list[Any], dict[str, dict[str, float]]]:
+    """Round ``r``'s collection of run seed ``seed``: :func:`collect_successes` of ``policy`` on each of ``tasks``
+    (task ``ti`` on seed ``1000 * seed + 100 * r + ti + 77000``, so a round repeats), the successes written to
+    ``out`` (a ``successes.npz``; an older one removed when none was found). ``collect``: the rest of
+    :func:`collect_successes`'s keywords. Returns ``(each task's successes found, per-task statistics)``."""
+    from wmrl.data import Trajectories, save_trajectories_npz
+
+    parts, stats = [], {}
+    for ti, task in enumerate(tasks):
+        traj, stats[task] = collect_successes(policy, task, target, max_episodes, std,
+                                              seed * 1000 + 100 * r + ti + 77_000, env_kwargs, **collect)
+        if traj is not None:
+            parts.append(traj)
+    if parts:
+        save_trajectories_npz(out, Trajectories.concat(parts))
+    elif out.exists():
+        out.unlink()
+    return parts, stats
+
+
 def hard_start_successes(
     finished_from: list[tuple[int, int, bool]], kept_from: list[tuple[int, int]], group: int, hard_max: float,
     target: int,
@@ -257,7 +280,7 @@ def run_one(
     from benchmarks.real_rl import _link_run, _seed_of
     from imagination.pipeline import Pipeline, load_run_config, run_config_of
     from policies import load_policy
-    from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
+    from wmrl.data import Trajectories, load_trajectories_npz
 
     seed = _seed_of(src)
     if steps is None:  # the run's own SFT steps (its config.yaml), not today's conf/run.yaml default
@@ -296,19 +319,10 @@ def run_one(
 
         def round_body(r: int = r, folder: Path = folder, policy: Any = policy, start: Path = start,
                        world: Any = model) -> dict:
-            stats: dict[str, dict] = {}
-            parts = []
-            for ti, task in enumerate([] if demos_only else pipe.tasks()):
-                traj, st = collect_successes(
-                    policy, task, target, max_episodes, std, seed * 1000 + 100 * r + ti + 77_000, pipe.env_kwargs(),
-                    state_model=world, group=group, hard_max=hard_max, renderer=drawer,
-                )
-                stats[task] = st
-                if traj is not None:
-                    parts.append(traj)
-            if parts:
-                save_trajectories_npz(folder / "successes.npz", Trajectories.concat(parts))
-            elif not demos_only:  # the round clones the demos and earlier rounds' successes only
+            parts, stats = collect_round(policy, [] if demos_only else pipe.tasks(), r, seed, target, max_episodes,
+                                         std, pipe.env_kwargs(), folder / "successes.npz", state_model=world,
+                                         group=group, hard_max=hard_max, renderer=drawer)
+            if not parts and not demos_only:  # the round clones the demos and earlier rounds' successes only
                 warnings.warn(f"self-imitation round {r}: no success in {max_episodes} episodes of any task", stacklevel=2)
             both = [*kept, *parts]
             train = pipe.train_sft(folder / "sft", steps, extra=Trajectories.concat(both) if both else None,

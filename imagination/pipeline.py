@@ -332,6 +332,16 @@ class RunConfig:
 
         return to_dataclass(dict(self.self_imitation), SelfImitationConfig, where="self_imitation.")
 
+    def fits_object_dynamics_on_demos(self) -> bool:
+        """Whether the run fits its object dynamics on the demos alone (the ``object_dynamics`` stage, into
+        ``RUN/object_dynamics``): not when it is off, nor when self-imitation's round 0 fits it on the demos
+        plus the SFT policy's real episodes (``self_imitation.policy_episodes`` > 0), since no round reads
+        the demos' fit then."""
+        if self.object_dynamics_config() is None:
+            return False
+        si = self.self_imitation_config()
+        return not (si.enabled and si.policy_episodes > 0)
+
     def refit_object_dynamics_each_round(self) -> bool:
         """Whether co-evolution rounds refit the enabled object dynamics on their real rollouts."""
         return self.object_dynamics_config() is not None and bool(self.object_dynamics.get("refit_each_round", True))
@@ -820,12 +830,12 @@ class Pipeline:
             summary["real_env_steps"] = summary["env_steps"]
             wm, sm, exe = self.load_models(r)
         else:
-            wm, sm, exe = self.load_models(0)
             summary["real_env_steps"] = 0.0
             if self.cfg.self_imitation_config().enabled:  # round 0's world: the demos + the SFT policy's episodes
                 _, steps = fit_round_zero_world(self, out)
                 summary["real_env_steps"] = summary["policy_episodes_real_env_steps"] = steps
-            elif self.cfg.success_calibration.episodes_per_task > 0:
+            wm, sm, exe = self.load_models(0)
+            if not self.cfg.self_imitation_config().enabled and self.cfg.success_calibration.episodes_per_task > 0:
                 cal = self.calibrate_success(wm, sm, exe)
                 summary["success_calibration"] = cal
                 summary["real_env_steps"] = cal["real_env_steps"]
@@ -933,7 +943,7 @@ class Pipeline:
     def world_models(self) -> None:
         """The world model and, when enabled, the object dynamics fitted beside it."""
         self.stage("world_model", self.s_world_model)
-        if self.cfg.object_dynamics_config() is not None:
+        if self.cfg.fits_object_dynamics_on_demos():
             self.stage("object_dynamics", self.s_object_dynamics)
 
     #: stages that need no world model, in the order the background child runs them beside it: SFT, then

@@ -5,9 +5,10 @@ success-filtered behaviour cloning (filtered BC; ReST / RAFT-style rejection sam
 instead of GRPO or PPO in the pixel world model:
 
 1. (round 0, ``policy_episodes`` > 0) the SFT policy plays that many real episodes at exploration ``std``
-   (their real steps count in round 0's budget), and the round's arm-and-object state model is fitted again
-   on the demos plus them (``round_0/object_dynamics``); co-evolution rounds refit it on every real episode
-   so far (``object_dynamics.refit_each_round``);
+   (their real steps count in round 0's budget), and the round's arm-and-object state model is fitted on the
+   demos plus them (``round_0/object_dynamics``; the run then fits none on the demos alone,
+   :meth:`imagination.pipeline.RunConfig.fits_object_dynamics_on_demos`); co-evolution rounds refit it on
+   every real episode so far (``object_dynamics.refit_each_round``);
 2. the current policy samples episodes at ``std`` from fresh real starts in that model's world
    (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and the simulator's drawing, the
    model's dynamics, the task's rule on its predicted states as success), task by task, until it has
@@ -105,34 +106,23 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     ``episodes_cloned``, ``fine_tune_steps`` and ``imagined_success_last`` (the collection's sampled
     success over every task's finished episodes)."""
     from benchmarks._split_worlds import check_state_model
-    from benchmarks.self_imitation import collect_successes
+    from benchmarks.self_imitation import collect_round
     from envs.tabletop.vector_env import STATE_DIM
     from policies import load_policy
-    from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
+    from wmrl.data import Trajectories, load_trajectories_npz
     from worldmodels.object_dynamics import ObjectDynamics
 
     si, seed = pipe.cfg.self_imitation_config(), pipe.cfg.seed
     model = ObjectDynamics.from_pretrained(world_dir)
     check_state_model(model, STATE_DIM)
     policy = pipe.policy_after(r - 1)
-    stats: dict[str, dict[str, float]] = {}
     found = out / SUCCESSES
     record = out / "self_imitation_collection.json"
     if not record.is_file():  # written after the successes: a collection cut short runs again
         from wmrl.io import atomic_write_json
 
-        parts = []
-        for ti, task in enumerate(pipe.tasks()):  # benchmarks.self_imitation's collection seeds
-            traj, st = collect_successes(policy, task, si.target, si.max_episodes, si.std,
-                                         seed * 1000 + 100 * r + ti + 77_000, pipe.env_kwargs(),
-                                         num_envs=si.num_envs, state_model=model)
-            stats[task] = st
-            if traj is not None:
-                parts.append(traj)
-        if parts:
-            save_trajectories_npz(found, Trajectories.concat(parts))
-        elif found.exists():
-            found.unlink()
+        _, stats = collect_round(policy, pipe.tasks(), r, seed, si.target, si.max_episodes, si.std, pipe.env_kwargs(),
+                                 found, num_envs=si.num_envs, state_model=model)
         atomic_write_json(record, stats)
     stats = json.loads(record.read_text())
     kept = [load_trajectories_npz(p) for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
@@ -157,9 +147,9 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
 
 
 def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:
-    """Round 0's state model: with ``policy_episodes`` > 0, the run's object dynamics fitted again on the
-    demos plus the SFT policy's real episodes (:func:`policy_rollouts_for_world`) into
-    ``out/object_dynamics`` (kept on resume); else the demos' fit. ``(its folder, the real env steps)``."""
+    """Round 0's state model: with ``policy_episodes`` > 0, the run's object dynamics fitted on the demos
+    plus the SFT policy's real episodes (:func:`policy_rollouts_for_world`) into ``out/object_dynamics``
+    (kept on resume); else the demos' fit (``RUN/object_dynamics``). ``(its folder, the real env steps)``."""
     from imagination.pipeline import RUN_OBJECT_DYNAMICS
     from wmrl.data import Trajectories
 

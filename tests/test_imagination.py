@@ -1736,9 +1736,13 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
           "self_imitation.policy_episodes=4", "self_imitation.num_envs=4", "self_imitation.steps=3"]
     cfg = load_run_config([f"run_dir={tmp_path / 'run'}", *base, *od, *si], "run_quick")
     pipe = Pipeline(cfg, progress=False)
-    for name in ("demos", "world_model", "object_dynamics", "idm", "rewards", "sft", "eval_sft"):
+    pipe.stage("demos", pipe.s_demos)
+    pipe.world_models()  # the world model; no state model fitted on the demos alone: round 0 fits its own
+    for name in ("idm", "rewards", "sft", "eval_sft"):
         pipe.stage(name, getattr(pipe, f"s_{name}"))
     root = tmp_path / "run"
+    assert not cfg.fits_object_dynamics_on_demos() and pipe.done("object_dynamics") is None
+    assert not (root / "object_dynamics").exists()
     demos = pipe.trajectories()
     demos_ok = int(np.sum(demos.episode_success))
     r0 = pipe.stage("round_0", lambda: pipe.s_round(0))
@@ -1752,10 +1756,7 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
 
     assert round_object_dynamics(root, 0) == root / "round_0" / "object_dynamics"
     assert ObjectDynamics.from_pretrained(round_object_dynamics(root, 0)).config.arm
-    fit = pipe.done("object_dynamics")
-    assert episodes_fitted(0) == (
-        fit["train_episodes"] + fit["test_episodes"] + 4
-    )
+    assert episodes_fitted(0) == demos.num_episodes + 4
     col = r0["self_imitation"]["PushCube-v0"]
     assert col["finished"] >= 1 and col["real_env_steps"] == 0.0 and r0["imagined_steps"] == col["env_steps"] > 0
     kept0 = int(col["kept"])
@@ -1775,9 +1776,7 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert r1["episodes_cloned"] == demos_ok + kept0 + kept1
     rollouts = load_trajectories_npz(root / "round_1" / "rollouts.npz")
     assert round_object_dynamics(root, 1) == root / "round_1" / "object_dynamics"
-    assert episodes_fitted(1) == (
-        fit["train_episodes"] + fit["test_episodes"] + 4 + rollouts.num_episodes
-    )
+    assert episodes_fitted(1) == demos.num_episodes + 4 + rollouts.num_episodes
     assert r1["real_env_steps"] == r1["env_steps"] > 0  # the round's real rollouts; its collection took none
 
     # a finished collection is read back, not played again
@@ -1800,6 +1799,10 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
         load_run_config([*od, *si, "self_imitation.std=0.0"], "run_quick")
     with pytest.raises(ConfigError, match="stepz"):
         load_run_config([*od, *si, "+self_imitation.stepz=3"], "run_quick")
+    # without the SFT policy's episodes round 0 reads the demos' fit, so the run makes one
+    assert load_run_config([*od, *si, "self_imitation.policy_episodes=0"], "run_quick").fits_object_dynamics_on_demos()
+    assert load_run_config(od, "run_quick").fits_object_dynamics_on_demos()
+    assert not load_run_config([], "run_quick").fits_object_dynamics_on_demos()
 
 
 def test_state_heatmaps_draw_the_cubes_where_their_states_put_them(data, tmp_path):
