@@ -1119,10 +1119,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      f"{_fmt(d['coevolution_variants']['si_r1']['coevolution_success_by_round'][0])}; "
      f"{_paired(d['coevolution_variants']['si_r1']['lift_vs_sft'].get('round_1'))} / "
      f"{_paired(d['coevolution_variants']['si_r1']['lift_vs_round_0'].get('round_1'))}", ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_coevolution_s71.json", "same runs, two co-evolution rounds (--coevolution-variant "
+     "si_r2 coevolution.rounds=2, from si_r1's round 1; the main job's default round count): own 600 starts, round 1 "
+     "/ round 2; round 2 over SFT / over round 0 (paired)",
+     lambda d: " / ".join(_fmt(x) for x in d["coevolution_variants"]["si_r2"]["coevolution_success_by_round"])
+     + f"; {_paired(d['coevolution_variants']['si_r2']['lift_vs_sft'].get('round_2'))} / "
+     f"{_paired(d['coevolution_variants']['si_r2']['lift_vs_round_0'].get('round_2'))}", ">= +0.05 over round 0"),
     ("policy_compare_main_self_imitation_s71.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
      "over SFT (paired): round 0 / round 1 / real GRPO at round 0's real budget; round 1 minus round 0 / minus real GRPO",
      lambda d: f"{_lifts(d, 'si_main', 'si_r1', 'real_rl')}; {_extra_pair(d, 'si_r1', 'si_main')} / "
      f"{_extra_pair(d, 'si_r1', 'real_rl')}", ">= +0.05 over round 0"),
+    ("policy_compare_main_self_imitation_s71.json", "same episodes, co-evolution round 2 (si_r2): lift over SFT; minus "
+     "round 0 / minus round 1 / minus real GRPO at round 0's budget",
+     lambda d: f"{_lifts(d, 'si_r2')}; {_extra_pair(d, 'si_r2', 'si_main')} / {_extra_pair(d, 'si_r2', 'si_r1')} / "
+     f"{_extra_pair(d, 'si_r2', 'real_rl')}", ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
