@@ -788,11 +788,12 @@ class Pipeline:
         out.mkdir(exist_ok=True)
         policy = self.policy_after(r - 1)
         summary: dict[str, Any] = {"round": r}
+        self_imitation = self.cfg.self_imitation_config().enabled
         if r > 0:
             cc = self.cfg.coevolution_config()
-            wm, sm, exe = self.load_models(r - 1)
             rollouts_dir = out / "rollouts.npz"
             if not (out / "world_model").exists():
+                wm, sm, _ = self.load_models(r - 1)
                 env = envs.make_vec(
                     self.cfg.suite,
                     min(16, cc.episodes_per_round),
@@ -828,23 +829,22 @@ class Pipeline:
                 atomic_write_json(out / "rollout_stats.json", {**st, **fst})
             summary.update(json.loads((out / "rollout_stats.json").read_text()))
             summary["real_env_steps"] = summary["env_steps"]
-            wm, sm, exe = self.load_models(r)
         else:
             summary["real_env_steps"] = 0.0
-            if self.cfg.self_imitation_config().enabled:  # round 0's world: the demos + the SFT policy's episodes
+            if self_imitation:  # round 0's world: the demos + the SFT policy's episodes
                 _, steps = fit_round_zero_world(self, out)
                 summary["real_env_steps"] = summary["policy_episodes_real_env_steps"] = steps
-            wm, sm, exe = self.load_models(0)
-            if not self.cfg.self_imitation_config().enabled and self.cfg.success_calibration.episodes_per_task > 0:
-                cal = self.calibrate_success(wm, sm, exe)
-                summary["success_calibration"] = cal
-                summary["real_env_steps"] = cal["real_env_steps"]
-        if self.cfg.self_imitation_config().enabled:
+        if self_imitation:  # reads the round's state model only, not the world model or reward models
             si = self_imitation_round(self, r, out, round_object_dynamics(self.root, r))
             summary.update(si)
             summary["real_env_steps"] += si["prefix_real_env_steps"]
             summary["eval"] = self.evaluate(self.policy_after(r), f"round_{r}")
             return summary
+        wm, sm, exe = self.load_models(r)
+        if r == 0 and self.cfg.success_calibration.episodes_per_task > 0:
+            cal = self.calibrate_success(wm, sm, exe)
+            summary["success_calibration"] = cal
+            summary["real_env_steps"] = cal["real_env_steps"]
         keyframes = self.trajectories()
         if r > 0:
             keyframes = _concat_weighted(
