@@ -1133,6 +1133,21 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "round 0 / minus round 1 / minus real GRPO at round 0's budget",
      lambda d: f"{_lifts(d, 'si_r2')}; {_extra_pair(d, 'si_r2', 'si_main')} / {_extra_pair(d, 'si_r2', 'si_r1')} / "
      f"{_extra_pair(d, 'si_r2', 'real_rl')}", ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_fast_s72.json", "session 72: session 70's round 0 again with a 2,000-step "
+     "fine-tune instead of 10,000 (--variant si2k self_imitation.steps=2000; the same state model and collection): "
+     "own 600 starts, success (lift over SFT; over the 10,000-step round 0, paired)",
+     lambda d: _ablation(d, "si2k"), ">= SFT + 0.30"),
+    ("imagination_lift_self_imitation_fast_s72.json", "same runs, co-evolution round 1 with the state model fine-tuned "
+     "from round 0's for 1,000 steps instead of refitted from scratch (8,000) (--coevolution-variant si_r1warm "
+     "object_dynamics.warm_refit_steps=1000), beside the scratch refit (si_r1): own 600 starts, round 1 over round 0 "
+     "(paired): warm / scratch",
+     lambda d: " / ".join(_paired(d["coevolution_variants"][k]["lift_vs_round_0"].get("round_1"))
+                          for k in ("si_r1warm", "si_r1")), ">= +0.05 over round 0"),
+    ("policy_compare_main_self_imitation_s72.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): round 0 (10k fine-tune) / round 0 with a 2k fine-tune / round 1 (scratch refit) / round 1 "
+     "(warm refit); 2k minus 10k / warm minus scratch",
+     lambda d: f"{_lifts(d, 'si_main', 'si2k', 'si_r1', 'si_r1warm')}; {_extra_pair(d, 'si2k', 'si_main')} / "
+     f"{_extra_pair(d, 'si_r1warm', 'si_r1')}", ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

@@ -42,6 +42,13 @@ from wmrl.errors import ConfigError, WmrlError
 from wmrl.io import atomic_write_json, atomic_write_text
 
 RUN_OBJECT_DYNAMICS = "object_dynamics"  # the run folder's fitted object model (object_dynamics.enabled)
+#: ``object_dynamics`` keys of the co-evolution refit, not ``ObjectDynamicsConfig`` fields
+ROUND_REFIT_KEYS = ("warm_refit_steps", "warm_refit_lr")
+#: ``object_dynamics.warm_refit_steps`` / ``warm_refit_lr``'s defaults: co-evolution rounds fine-tune the object
+#: dynamics they started from for 1,000 steps from 3e-4 (a fit from scratch is 8,000 from 1e-3), as good in session
+#: 54's branched worlds and session 72's self-imitation rounds
+WARM_REFIT_STEPS = 1000
+WARM_REFIT_LR = 3e-4
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -214,7 +221,9 @@ class RunConfig:
             the demos after the world model, in ``object_dynamics/``, and attach it to every world
             model RL in imagination uses) + its ``ObjectDynamicsConfig`` fields (e.g. ``arm``, ``steps``);
             ``refit_each_round`` (default true): each co-evolution round fits it again, on the demos and
-            every round's real rollouts so far (``round_R/object_dynamics``), and later rounds use that one.
+            every round's real rollouts so far (``round_R/object_dynamics``), and later rounds use that one;
+            ``warm_refit_steps`` (default 1,000; 0: fit from scratch) fine-tunes the model the round
+            started from for that many steps instead, from learning rate ``warm_refit_lr`` (default 3e-4).
         self_imitation: ``enabled`` makes each round's imagination phase success-filtered self-imitation in
             the arm-and-object state model's world instead of RL in the world model
             (:mod:`imagination.self_imitation`; needs ``object_dynamics.enabled`` with ``arm``) + its
@@ -319,9 +328,12 @@ class RunConfig:
         d = dict(self.object_dynamics)
         enabled = d.pop("enabled", False)
         refit = d.pop("refit_each_round", True)
+        for key in ROUND_REFIT_KEYS:
+            d.pop(key, None)
         for key, v in (("enabled", enabled), ("refit_each_round", refit)):
             if not isinstance(v, bool):
                 raise ConfigError(f"object_dynamics.{key}={v!r}; expected true or false")
+        self.object_dynamics_warm_refit()
         cfg = to_dataclass({"seed": self.seed, **d}, ObjectDynamicsConfig, where="object_dynamics.")
         return cfg if enabled else None
 
@@ -341,6 +353,19 @@ class RunConfig:
             return False
         si = self.self_imitation_config()
         return not (si.enabled and si.policy_episodes > 0)
+
+    def object_dynamics_warm_refit(self) -> tuple[int, float] | None:
+        """``(steps, lr)`` when co-evolution rounds fine-tune the round's starting object dynamics for
+        ``object_dynamics.warm_refit_steps`` steps from learning rate ``warm_refit_lr`` (cosine to 0) instead
+        of fitting them from scratch (``warm_refit_steps`` 0: None); a ConfigError on a bad value."""
+        steps = self.object_dynamics.get("warm_refit_steps", WARM_REFIT_STEPS)
+        lr = self.object_dynamics.get("warm_refit_lr", WARM_REFIT_LR)
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ConfigError(f"object_dynamics.warm_refit_steps={steps!r}; expected an integer >= 0 (0: refit "
+                              "from scratch)")
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < float("inf"):
+            raise ConfigError(f"object_dynamics.warm_refit_lr={lr!r}; expected a learning rate > 0")
+        return (steps, float(lr)) if steps > 0 else None
 
     def refit_object_dynamics_each_round(self) -> bool:
         """Whether co-evolution rounds refit the enabled object dynamics on their real rollouts."""
@@ -522,14 +547,24 @@ class Pipeline:
     def s_object_dynamics(self) -> dict:
         return self.fit_object_dynamics(self.trajectories(), self.root / RUN_OBJECT_DYNAMICS, self.cfg.seed)
 
-    def fit_object_dynamics(self, traj: Any, out: Path, seed: int) -> dict:
-        """Fit the run's object dynamics on ``traj`` (seed ``seed``) and save it to ``out``; its metrics."""
-        from worldmodels.object_dynamics import fit_object_dynamics
+    def fit_object_dynamics(
+        self, traj: Any, out: Path, seed: int, init: Path | None = None, fine_tune: tuple[int, float] | None = None
+    ) -> dict:
+        """Fit the run's object dynamics on ``traj`` (seed ``seed``) and save it to ``out``; its metrics.
+        ``init`` with ``fine_tune`` ``(steps, lr)``: fine-tune the model saved there instead (its architecture
+        and normalisation kept; ``steps`` steps from ``lr``, cosine to 0)."""
+        from worldmodels.object_dynamics import ObjectDynamics, fit_object_dynamics
 
-        cfg = dataclasses.replace(
-            self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]), seed=int(seed)
-        )
-        model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress, device=self.device)
+        if init is not None and fine_tune is not None:
+            old = ObjectDynamics.from_pretrained(init)
+            cfg = dataclasses.replace(old.config, steps=int(fine_tune[0]), lr=float(fine_tune[1]), seed=int(seed))
+            model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress, device=self.device, init=old)
+            metrics["fine_tuned_from"] = str(init)
+        else:
+            cfg = dataclasses.replace(
+                self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]), seed=int(seed)
+            )
+            model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress, device=self.device)
         model.save_pretrained(out, metrics)
         return metrics
 
@@ -822,6 +857,8 @@ class Pipeline:
                         Trajectories.concat([self.trajectories(), *pol, *earlier, traj_new]),
                         out / RUN_OBJECT_DYNAMICS,
                         1000 * r + self.cfg.seed,
+                        init=round_object_dynamics(self.root, r - 1),  # the model the round started from
+                        fine_tune=self.cfg.object_dynamics_warm_refit(),
                     )
                     fst = {**fst, **{f"object_dynamics_{k}": v for k, v in fit.items() if isinstance(v, (int, float))}}
                 sm.save_pretrained(out / "success")

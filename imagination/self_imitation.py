@@ -8,7 +8,8 @@ instead of GRPO or PPO in the pixel world model:
    (their real steps count in round 0's budget), and the round's arm-and-object state model is fitted on the
    demos plus them (``round_0/object_dynamics``; the run then fits none on the demos alone,
    :meth:`imagination.pipeline.RunConfig.fits_object_dynamics_on_demos`); co-evolution rounds refit it on
-   every real episode so far (``object_dynamics.refit_each_round``);
+   every real episode so far (``object_dynamics.refit_each_round``; ``object_dynamics.warm_refit_steps`` > 0
+   fine-tunes the model the round started from instead);
 2. the current policy samples episodes at ``std`` from fresh real starts in that model's world
    (:class:`benchmarks._split_worlds.StateModelVectorEnv`: real resets and the simulator's drawing, the
    model's dynamics, the task's rule on its predicted states as success), task by task, until it has

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -1668,17 +1669,16 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
     from imagination.pipeline import Pipeline, load_run_config
     from worldmodels.object_dynamics import ObjectDynamics
 
-    cfg = load_run_config(
-        [
-            f"run_dir={tmp_path / 'run'}", "suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4",
-            "world_model_train.steps=4", "world_model_train.videos=0", "rewards.idm_steps=4",
-            "rewards.success_steps=4", "rewards.imagined_random_failures=4", "world_model.env_state_dim=9",
-            "object_dynamics.enabled=true", "object_dynamics.arm=true", "+object_dynamics.steps=20",
-            "+object_dynamics.batch_size=64", "+object_dynamics.hidden=32", "+object_dynamics.test_fraction=0.25",
-            "sft.steps=4", "rl.iterations=1", "eval.episodes_per_task=1", "eval.num_envs=1", "videos=0",
-        ],
-        "run_quick",
-    )
+    args = [
+        "suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4",
+        "world_model_train.steps=4", "world_model_train.videos=0", "rewards.idm_steps=4",
+        "rewards.success_steps=4", "rewards.imagined_random_failures=4", "world_model.env_state_dim=9",
+        "object_dynamics.enabled=true", "object_dynamics.arm=true", "+object_dynamics.steps=20",
+        "+object_dynamics.batch_size=64", "+object_dynamics.hidden=32", "+object_dynamics.test_fraction=0.25",
+        "sft.steps=4", "rl.iterations=1", "eval.episodes_per_task=1", "eval.num_envs=1", "videos=0",
+    ]
+    cfg = load_run_config([f"run_dir={tmp_path / 'run'}", *args, "object_dynamics.warm_refit_steps=0"], "run_quick")
+    assert load_run_config(args, "run_quick").object_dynamics_warm_refit() == (1000, 3e-4)  # the default
     pipe = Pipeline(cfg, progress=False)
     for name in ("demos", "world_model", "object_dynamics", "idm", "rewards", "sft"):
         pipe.stage(name, getattr(pipe, f"s_{name}"))
@@ -1687,7 +1687,8 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
     wm = pipe.load_models(0)[0]
     assert isinstance(wm.object_dynamics, ObjectDynamics) and wm.object_dynamics.config.arm
     assert wm.object_dynamics.config.steps == 20 and wm.object_dynamics.config.proprio_dim == 8
-    # a co-evolution round refits it on the demos and that round's real rollouts; later rounds use the refit
+    # a co-evolution round refits it (from scratch here) on the demos and that round's real rollouts; later rounds
+    # use the refit
     for r in (0, 1):
         pipe.stage(f"round_{r}", lambda r=r: pipe.s_round(r))
     r1 = pipe.done("round_1")
@@ -1701,6 +1702,27 @@ def test_pipeline_fits_object_dynamics_and_rl_sees_it_attached(tmp_path):
     assert torch.equal(later.arm[0].weight, refit.arm[0].weight)
     assert not torch.equal(later.arm[0].weight, first.arm[0].weight)
     assert torch.equal(pipe.load_models(0)[0].object_dynamics.arm[0].weight, first.arm[0].weight)
+    # object_dynamics.warm_refit_steps: the round fine-tunes the model it started from instead, on the same episodes
+    warm_root = tmp_path / "warm"
+    shutil.copytree(tmp_path / "run", warm_root, ignore=shutil.ignore_patterns("round_1", "round_1.json"))
+    warm_cfg = load_run_config([f"run_dir={warm_root}", *args, "object_dynamics.warm_refit_steps=7",
+                                "object_dynamics.warm_refit_lr=0.0005"], "run_quick")
+    assert warm_cfg.object_dynamics_warm_refit() == (7, 0.0005) and cfg.object_dynamics_warm_refit() is None
+    warm = Pipeline(warm_cfg, progress=False)
+    warm.stage("round_1", lambda: warm.s_round(1))
+    tuned = ObjectDynamics.from_pretrained(warm_root / "round_1" / "object_dynamics")
+    w1 = warm.done("round_1")
+    assert tuned.config.steps == 7 and tuned.config.lr == 0.0005 and tuned.config.hidden == first.config.hidden
+    assert w1["object_dynamics_train_episodes"] == r1["object_dynamics_train_episodes"]
+    assert json.loads((warm_root / "round_1" / "object_dynamics" / "config.json").read_text())["metrics"][
+        "fine_tuned_from"] == str(warm_root / "object_dynamics")
+    assert torch.equal(tuned.feat_mean, first.feat_mean) and not torch.equal(tuned.feat_mean, refit.feat_mean)
+    assert not torch.equal(tuned.arm[0].weight, first.arm[0].weight)
+    for bad, why in (("warm_refit_steps=-1", "warm_refit_steps=-1; expected an integer >= 0"),
+                     ("warm_refit_steps=1.5", "warm_refit_steps=1.5; expected an integer >= 0"),
+                     ("warm_refit_lr=0", "warm_refit_lr=0; expected a learning rate > 0")):
+        with pytest.raises(ConfigError, match=why):
+            load_run_config([*args, f"object_dynamics.{bad}"], "run_quick")
     with pytest.raises(ConfigError, match="object_dynamics.refit_each_round='no'; expected true or false"):
         load_run_config(["world_model.env_state_dim=9", "object_dynamics.enabled=true",
                          "object_dynamics.refit_each_round=no"], "run_quick")
