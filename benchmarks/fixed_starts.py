@@ -109,7 +109,9 @@ GATE_CONTROL_ARM = "sm_gate"
 # the warm refit (--warm-refit STEPS): GRPO on in the line's previous round's state models fine-tuned for STEPS steps
 # on the demos plus the line's pool rollouts (World-VLA-Loop's fine-tune, instead of a fit from scratch)
 WARM_REFIT_ARM = "sm_warm"
-WARM_REFIT_LR = 3e-4  # --warm-refit's default peak learning rate (cosine to 0; a fit from scratch starts at 1e-3)
+# --warm-refit's default peak learning rate (cosine to 0; a fit from scratch starts at 1e-3): the value of
+# worldmodels.object_dynamics.WARM_REFIT_LR, written out so that this module imports without torch
+WARM_REFIT_LR = 3e-4
 # --warm-refit-renderer: the renderer's fine-tune, peak learning rate (cosine to 0; its fit starts at 2e-3) and the
 # share of its draws from the newest pool rollouts (the rest: the demos)
 RENDERER_REFIT_LR, RENDERER_REFIT_SHARE = 5e-4, 0.5
@@ -462,7 +464,7 @@ def refit_state_models(
     ``(steps, lr)``: each model is fine-tuned from its own weights for ``steps`` steps from learning rate ``lr``
     (cosine to 0) instead of fitted from scratch (its normalisation, sampling and seed kept)."""
     from wmrl.data import Trajectories
-    from worldmodels.object_dynamics import ObjectDynamics, fit_object_dynamics
+    from worldmodels.object_dynamics import ObjectDynamics, fine_tune_object_dynamics, fit_object_dynamics
 
     data, new = None, []
     for d in dirs:
@@ -470,14 +472,10 @@ def refit_state_models(
         if not (target / "config.json").is_file():  # written last: a fit stopped half way is redone
             if data is None:
                 data = Trajectories.concat([demos() if callable(demos) else demos, *rollouts])
-            old = ObjectDynamics.from_pretrained(d)
             if fine_tune is None:
-                model, metrics = fit_object_dynamics(data, old.config, progress=False)
+                model, metrics = fit_object_dynamics(data, ObjectDynamics.from_pretrained(d).config, progress=False)
             else:
-                steps, lr = fine_tune
-                c = dataclasses.replace(old.config, steps=int(steps), lr=float(lr))
-                model, metrics = fit_object_dynamics(data, c, progress=False, init=old)
-                metrics["fine_tuned_from"] = str(d)
+                model, metrics = fine_tune_object_dynamics(data, d, *fine_tune)
             model.save_pretrained(target, metrics)
         new.append(target)
     return new

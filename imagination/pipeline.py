@@ -44,11 +44,10 @@ from wmrl.io import atomic_write_json, atomic_write_text
 RUN_OBJECT_DYNAMICS = "object_dynamics"  # the run folder's fitted object model (object_dynamics.enabled)
 #: ``object_dynamics`` keys of the co-evolution refit, not ``ObjectDynamicsConfig`` fields
 ROUND_REFIT_KEYS = ("warm_refit_steps", "warm_refit_lr")
-#: ``object_dynamics.warm_refit_steps`` / ``warm_refit_lr``'s defaults: co-evolution rounds fine-tune the object
-#: dynamics they started from for 1,000 steps from 3e-4 (a fit from scratch is 8,000 from 1e-3), as good in session
-#: 54's branched worlds and session 72's self-imitation rounds
+#: ``object_dynamics.warm_refit_steps``' default: co-evolution rounds fine-tune the object dynamics they started from
+#: for 1,000 steps (from ``worldmodels.object_dynamics.WARM_REFIT_LR``; a fit from scratch is 8,000 from 1e-3), as
+#: good in session 54's branched worlds and session 72's self-imitation rounds
 WARM_REFIT_STEPS = 1000
-WARM_REFIT_LR = 3e-4
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -358,6 +357,8 @@ class RunConfig:
         """``(steps, lr)`` when co-evolution rounds fine-tune the round's starting object dynamics for
         ``object_dynamics.warm_refit_steps`` steps from learning rate ``warm_refit_lr`` (cosine to 0) instead
         of fitting them from scratch (``warm_refit_steps`` 0: None); a ConfigError on a bad value."""
+        from worldmodels.object_dynamics import WARM_REFIT_LR
+
         steps = self.object_dynamics.get("warm_refit_steps", WARM_REFIT_STEPS)
         lr = self.object_dynamics.get("warm_refit_lr", WARM_REFIT_LR)
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -553,13 +554,11 @@ class Pipeline:
         """Fit the run's object dynamics on ``traj`` (seed ``seed``) and save it to ``out``; its metrics.
         ``init`` with ``fine_tune`` ``(steps, lr)``: fine-tune the model saved there instead (its architecture
         and normalisation kept; ``steps`` steps from ``lr``, cosine to 0)."""
-        from worldmodels.object_dynamics import ObjectDynamics, fit_object_dynamics
+        from worldmodels.object_dynamics import fine_tune_object_dynamics, fit_object_dynamics
 
         if init is not None and fine_tune is not None:
-            old = ObjectDynamics.from_pretrained(init)
-            cfg = dataclasses.replace(old.config, steps=int(fine_tune[0]), lr=float(fine_tune[1]), seed=int(seed))
-            model, metrics = fit_object_dynamics(traj, cfg, progress=self.progress, device=self.device, init=old)
-            metrics["fine_tuned_from"] = str(init)
+            model, metrics = fine_tune_object_dynamics(traj, init, *fine_tune, seed=seed, progress=self.progress,
+                                                       device=self.device)
         else:
             cfg = dataclasses.replace(
                 self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]), seed=int(seed)

@@ -48,6 +48,9 @@ FORMAT_VERSION = 1
 CM = 100.0  # displacements are learned in centimetres per step
 DEG = math.pi / 180.0  # rotations are learned in degrees per step
 MOVING_TURN_DEG = 0.5  # an object turning more than this over a step is a moving one (orientation models)
+#: the peak learning rate of a fine-tune from a fitted model (:func:`fine_tune_object_dynamics`; cosine to 0, where a
+#: fit from scratch starts at 1e-3): session 54's warm refits, the main job's co-evolution rounds' default
+WARM_REFIT_LR = 3e-4
 
 
 @dataclass
@@ -634,6 +637,23 @@ def fit_object_dynamics(
     if len(test_eps):
         metrics.update(evaluate_object_dynamics(model, traj, test_eps))
     metrics["wall_time_s"] = time.time() - t0
+    return model, metrics
+
+
+def fine_tune_object_dynamics(
+    traj: Any, init: str | Path, steps: int, lr: float = WARM_REFIT_LR, seed: int | None = None,
+    progress: bool = False, device: str | torch.device | None = None,
+) -> tuple[ObjectDynamics, dict[str, Any]]:
+    """The model saved in ``init`` fine-tuned on ``traj`` for ``steps`` steps from learning rate ``lr`` (cosine to
+    0) by :func:`fit_object_dynamics` ``init=`` (its architecture, normalisation and sampling kept; ``seed`` None:
+    its own). Returns (the model; its metrics, with ``fine_tuned_from`` the folder ``init``)."""
+    old = ObjectDynamics.from_pretrained(init)
+    changes: dict[str, Any] = {"steps": int(steps), "lr": float(lr)}
+    if seed is not None:
+        changes["seed"] = int(seed)
+    model, metrics = fit_object_dynamics(traj, dataclasses.replace(old.config, **changes), progress=progress,
+                                         device=device, init=old)
+    metrics["fine_tuned_from"] = str(init)
     return model, metrics
 
 
