@@ -1148,6 +1148,24 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(warm refit); 2k minus 10k / warm minus scratch",
      lambda d: f"{_lifts(d, 'si_main', 'si2k', 'si_r1', 'si_r1warm')}; {_extra_pair(d, 'si2k', 'si_main')} / "
      f"{_extra_pair(d, 'si_r1warm', 'si_r1')}", ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_warm2_s73.json", "session 73: same runs, a second co-evolution round with the "
+     "warm refit (--coevolution-variant si_r2warm coevolution.rounds=2 object_dynamics.warm_refit_steps=1000, from a "
+     "copy of si_r1warm), beside the scratch-refit rounds (si_r2): own 600 starts, rounds 1 / 2 over round 0 (paired): "
+     "warm; scratch",
+     lambda d: "; ".join(_phase_lifts(d["coevolution_variants"][k]["lift_vs_round_0"]) for k in ("si_r2warm", "si_r2")),
+     ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_warm2_s73.json", "same runs, round 0 again with a 20,000-step fine-tune instead "
+     "of 10,000 (--variant si20k self_imitation.steps=20000; the same state model and collection): own 600 starts, "
+     "success (lift over SFT; over the 10,000-step round 0, paired)",
+     lambda d: _ablation(d, "si20k"), ">= SFT + 0.30"),
+    ("policy_compare_main_self_imitation_s73.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): warm round 1 / warm round 2 / real GRPO at round 0's real budget / at round 2's "
+     "(benchmarks.real_rl --curve, 28-31k real steps); warm round 2 minus round 0 / minus warm round 1 / minus real "
+     "GRPO at its budget; round 0 with a 20,000-step fine-tune over SFT / over the 10,000-step round 0",
+     lambda d: f"{_lifts(d, 'si_r1warm', 'si_r2warm', 'real_rl', 'real_rl_r2')}; {_extra_pair(d, 'si_r2warm', 'si_main')}"
+     f" / {_extra_pair(d, 'si_r2warm', 'si_r1warm')} / {_extra_pair(d, 'si_r2warm', 'real_rl_r2')}; "
+     f"{_lifts(d, 'si20k')} / {_extra_pair(d, 'si20k', 'si_main')}",
+     ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
