@@ -144,6 +144,7 @@ def run_pair(
     real RL after RL in imagination); the lift is still read against SFT. A folder that started from
     another policy (or from SFT) is not resumed from another: that is an error."""
     from imagination.pipeline import Pipeline, load_run_config
+    from wmrl.errors import ConfigError
 
     seed = _seed_of(src)  # the config is conf/<config_name>.yaml at that seed; its finished stages are reused
     start_policy(init_policy)  # a missing start policy fails before anything is written
@@ -154,6 +155,10 @@ def run_pair(
         config_name,
     )
     pipe = Pipeline(cfg, progress=progress)
+    prev = pipe.done("real_rl")
+    if prev is not None and prev.get("real_env_steps_budget") != budget:  # its checkpoints ran to that budget
+        raise ConfigError(f"{dst} holds real RL run to a budget of {prev.get('real_env_steps_budget')} real env "
+                          f"steps, not --budget {budget:g}; use another --work folder (or --curve to go on)")
     out = pipe.stage("real_rl", lambda: pipe.s_real_rl(budget, rl_seed=rl_seed, init_policy=init_policy))
     points = [out]
     for b in curve:

@@ -19,7 +19,9 @@ Stages (each leaves ``RUN/stages/<name>.json`` and is skipped when that marker e
     real_rl        baseline: the same RL in the real simulator with the real-env steps rounds 0..R used
     report         results.md table, success-per-round plot, real | imagined videos, results.json
 
-Long stages checkpoint inside (world model, SFT, RL iterations) and resume from there.
+Long stages checkpoint inside (world model, SFT, RL iterations) and resume from there. ``real_rl`` and
+``report`` also record what they were made from (the real budget; the stage markers read) and run again when
+a resumed run changes it (another ``coevolution.rounds``): :meth:`Pipeline.stage`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -449,13 +452,25 @@ class Pipeline:
         )
         return summary
 
-    def stage(self, name: str, fn) -> dict:
+    def stage(self, name: str, fn, inputs: dict[str, Any] | None = None) -> dict:
+        """Run stage ``name`` (``fn()`` returns its summary) unless its marker says it is done.
+
+        ``inputs``: what the stage's result depends on besides the stages before it (JSON values),
+        kept in its marker under ``inputs``: a finished stage whose recorded inputs differ runs
+        again (:func:`changed_inputs`), e.g. the real-RL baseline and the report once a resumed run
+        has more co-evolution rounds."""
         prev = self.done(name)
         if prev is not None:
-            self._say(f"[skip] {name} (done: {self.root / 'stages' / (name + '.json')})")
-            return prev
+            changed = changed_inputs(prev, inputs)
+            if not changed:
+                self._say(f"[skip] {name} (done: {self.root / 'stages' / (name + '.json')})")
+                return prev
+            self._say(f"[redo] {name}: its inputs changed ({'; '.join(changed)})")
         self._say(f"[stage] {name}")
-        return self.mark(name, _timed(fn))
+        summary = _timed(fn)
+        if inputs is not None:
+            summary["inputs"] = inputs
+        return self.mark(name, summary)
 
     def _say(self, msg: str) -> None:
         if self.progress:
@@ -1110,10 +1125,51 @@ class Pipeline:
             self.stage(f"round_{r}", lambda r=r: self.s_round(r))
         budget = float(sum(self.done(f"round_{r}")["real_env_steps"] for r in range(rounds + 1)))
         if cfg.real_rl_baseline:
-            self.stage("real_rl", lambda: self.s_real_rl(budget))
-        summary = self.stage("report", self.s_report)
+            self.set_aside_real_rl_beyond(budget)
+            self.stage("real_rl", lambda: self.s_real_rl(budget), inputs={"real_env_steps_budget": budget})
+        read = ["eval_sft", *(f"round_{r}" for r in range(rounds + 1)), "real_rl"]
+        summary = self.stage("report", self.s_report, inputs={"stages": self.marker_digests(read)})
         return summary
 
+    def marker_digests(self, names: list[str]) -> dict[str, str | None]:
+        """Each stage of ``names``: a digest of its marker's content (None: no marker), so a stage that
+        read them (the report) can tell when one has changed or a new one has come."""
+        out: dict[str, str | None] = {}
+        for n in names:
+            p = self.root / "stages" / f"{n}.json"
+            out[n] = hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else None
+        return out
+
+    def set_aside_real_rl_beyond(self, budget: float) -> None:
+        """Before the real-RL baseline runs for ``budget`` real env steps: a baseline whose checkpoint
+        holds iterations a run to ``budget`` would not take (it ran to a larger budget: a resumed run
+        with fewer co-evolution rounds) cannot be cut back, so its folder (and its stage marker, as
+        ``stage_real_rl.json``) moves to ``RUN/real_rl.budget_<its budget>`` and the stage starts
+        afresh. Any other resumes from its last checkpoint and trains on to ``budget``, ending as a run
+        to ``budget`` from scratch would (:func:`imagination.trainer_utils.takes_iterations`)."""
+        from imagination.trainer_utils import takes_iterations
+        from wmrl.runs import RunDir
+
+        src = self.root / "real_rl"
+        if not (src / "rl" / "checkpoints" / "latest").exists():
+            return
+        ckpt = RunDir(src / "rl").latest_checkpoint()
+        history = torch.load(ckpt / "trainer.pt", weights_only=False, map_location="cpu")["history"]
+        if takes_iterations(history, budget):
+            return
+        prev = self.done("real_rl") or {}
+        old = prev.get("real_env_steps_budget")
+        base = self.root / (f"real_rl.budget_{old:.0f}" if old is not None else "real_rl.unfinished")
+        dest, k = base, 1
+        while dest.exists():
+            k += 1
+            dest = base.with_name(f"{base.name}.v{k}")
+        os.replace(src, dest)
+        if prev:
+            os.replace(self.root / "stages" / "real_rl.json", dest / "stage_real_rl.json")
+        used = sum(h.get("env_steps", 0.0) for h in history)
+        self._say(f"[set aside] real_rl: its {len(history)} iterations used {used:.0f} real env steps, more than "
+                  f"a run to the {budget:.0f} of rounds 0..{self.cfg.coevolution_config().rounds} takes; kept in {dest}")
 
 
 def run_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
@@ -1169,6 +1225,27 @@ def _timed(fn) -> dict:
     out = fn()
     out["stage_time_s"] = time.perf_counter() - t
     out["stage_cpu_s"] = _cpu_seconds() - c
+    return out
+
+
+def changed_inputs(marker: dict[str, Any], inputs: dict[str, Any] | None) -> list[str]:
+    """How ``inputs`` differ from those a finished stage's ``marker`` recorded (its ``inputs``; a
+    marker from before a key was recorded there: the key at its top level), one line per key;
+    dict-valued inputs name their entries that changed. Empty: nothing changed, or no ``inputs``."""
+    if inputs is None:
+        return []
+    seen = marker.get("inputs", {})
+    out = []
+    for key, new in inputs.items():
+        old = seen.get(key, marker.get(key))
+        if old == new:
+            continue
+        if isinstance(new, dict):
+            old = old if isinstance(old, dict) else {}
+            diff = [k for k in new if old.get(k) != new[k]] + [k for k in old if k not in new]
+            out.append(f"{key}: {', '.join(diff)}" if old else f"{key}: not recorded before")
+        else:
+            out.append(f"{key}: {old} -> {new}")
     return out
 
 

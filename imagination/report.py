@@ -46,10 +46,10 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     out["lift_vs_sft"] = paired_lifts(sft, evals)
     # the goals' comparisons: each co-evolution round and real RL against RL in imagination (round 0)
     out["lift_vs_round_0"] = paired_lifts(rs[0]["eval"], {k: v for k, v in evals.items() if k != "round_0"})
-    out["stage_time_s"], waited, out["wall_time_s"] = stage_wall_times(pipe.root / "stages")
+    out["stage_time_s"], waited, out["wall_time_s"] = stage_wall_times(pipe.root / "stages", rounds)
     if waited:
         out["background_stages_waited_s"] = waited
-    cpu = {p.stem: _stage_time(p, "stage_cpu_s") for p in sorted((pipe.root / "stages").glob("*.json"))}
+    cpu = {p.stem: _stage_time(p, "stage_cpu_s") for p in stage_markers(pipe.root / "stages", rounds)}
     if all(v is not None for v in cpu.values()):
         out["stage_cpu_s"] = cpu
         out["cpu_time_s"] = float(sum(cpu.values()))
@@ -72,13 +72,25 @@ def paired_lifts(ref: dict[str, Any], phases: dict[str, dict[str, Any]]) -> dict
     return out
 
 
-def stage_wall_times(stages: Path) -> tuple[dict[str, float | None], dict[str, float], float]:
-    """The stage markers in ``stages``: each stage's own time, the time the run waited for each stage
-    that ran in a child process beside others (``background``), and the run's wall time, which counts
-    such a stage by its wait only."""
+def stage_markers(stages: Path, rounds: int | None = None) -> list[Path]:
+    """The stage marker files in ``stages``, sorted; with ``rounds``, without those of co-evolution
+    rounds past it (a run resumed with fewer rounds keeps them, but its report is of rounds 0..rounds)."""
+    def used(p: Path) -> bool:
+        r = p.stem.removeprefix("round_")
+        return rounds is None or not (p.stem.startswith("round_") and r.isdigit() and int(r) > rounds)
+
+    return [p for p in sorted(stages.glob("*.json")) if used(p)]
+
+
+def stage_wall_times(
+    stages: Path, rounds: int | None = None
+) -> tuple[dict[str, float | None], dict[str, float], float]:
+    """The stage markers in ``stages`` (:func:`stage_markers`): each stage's own time, the time the run
+    waited for each stage that ran in a child process beside others (``background``), and the run's
+    wall time, which counts such a stage by its wait only."""
     import json
 
-    markers = {p.stem: json.loads(p.read_text()) for p in sorted(stages.glob("*.json"))}
+    markers = {p.stem: json.loads(p.read_text()) for p in stage_markers(stages, rounds)}
     own = {k: m.get("stage_time_s") for k, m in markers.items()}
     waited = {k: float(m.get("waited_s") or 0.0) for k, m in markers.items() if m.get("background")}
     return own, waited, float(sum(waited.get(k, v or 0.0) for k, v in own.items()))

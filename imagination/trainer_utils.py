@@ -261,6 +261,14 @@ def budget_exhausted(history: list[dict[str, float]], max_env_steps: float | Non
     return sum(h["env_steps"] for h in history) + history[-1]["env_steps"] > max_env_steps
 
 
+def takes_iterations(history: list[dict[str, float]], max_env_steps: float | None) -> bool:
+    """True when a run under ``max_env_steps`` takes every iteration of ``history`` (a run's history,
+    ``history[i]["env_steps"]`` each), so a run to that budget can resume from it and end where a run
+    to it from scratch would: the first iteration always runs, and each later one unless
+    :func:`budget_exhausted` stops the run before it."""
+    return not any(budget_exhausted(history[:k], max_env_steps) for k in range(1, len(history)))
+
+
 class RLProgress:
     """The progress bar of an RL trainer: its iterations, or under an env-step budget
     (``max_env_steps``) the env steps spent of that budget, since a budgeted run's iteration count is

@@ -703,6 +703,100 @@ def test_pipeline_quick_runs_and_resumes(quick_run):
     assert (rd / "stages" / "round_0.json").read_text() == marker
 
 
+def test_a_finished_stage_runs_again_only_when_its_recorded_inputs_change():
+    """changed_inputs names what differs from a marker's recorded inputs (a key at the marker's top level
+    stands in for one recorded before inputs were kept); takes_iterations says whether a run to a budget
+    would take every iteration of a history (so it can resume from it)."""
+    from imagination.pipeline import changed_inputs
+    from imagination.trainer_utils import takes_iterations
+
+    old = {"real_env_steps_budget": 600.0, "eval": {}}  # a marker from before inputs were kept
+    assert changed_inputs(old, {"real_env_steps_budget": 600.0}) == []
+    assert changed_inputs(old, {"real_env_steps_budget": 900.0}) == ["real_env_steps_budget: 600.0 -> 900.0"]
+    assert changed_inputs(old, None) == []
+    marker = {"inputs": {"stages": {"round_0": "a", "round_1": "b"}}}
+    assert changed_inputs(marker, {"stages": {"round_0": "a", "round_1": "b"}}) == []
+    assert changed_inputs(marker, {"stages": {"round_0": "a", "round_1": "c", "round_2": "d"}}) == [
+        "stages: round_1, round_2"]
+    assert changed_inputs(marker, {"stages": {"round_0": "a"}}) == ["stages: round_1"]
+    assert changed_inputs({}, {"stages": {"round_0": "a"}}) == ["stages: not recorded before"]
+
+    hist = [{"env_steps": 100.0}] * 3  # a run stops before an iteration that would pass its budget
+    assert takes_iterations(hist, 300.0) and takes_iterations(hist, 1e9) and takes_iterations(hist, None)
+    assert not takes_iterations(hist, 299.0)  # it would have stopped after two
+    assert takes_iterations(hist[:1], 1.0)  # the first iteration always runs
+
+
+@pytest.mark.slow
+def test_a_resumed_run_with_other_rounds_redoes_the_baseline_and_the_report(quick_run, tmp_path):
+    """A finished run resumed with more co-evolution rounds runs the new round, trains its real-RL
+    baseline on from its checkpoint to the new real budget and writes the report again; resumed with
+    fewer, it sets aside the baseline that ran past the smaller budget (kept, with its marker) and
+    trains a new one, and the report covers the rounds asked for."""
+    import shutil
+
+    from imagination.pipeline import main
+    from imagination.trainer_utils import takes_iterations
+
+    src, args = quick_run
+    rd = tmp_path / "run"
+    shutil.copytree(src, rd, symlinks=True)
+    args = [a for a in args if not a.startswith("run_dir=")] + [f"run_dir={rd}", "videos=0"]
+
+    def marker(name):
+        return json.loads((rd / "stages" / f"{name}.json").read_text())
+
+    def history():
+        ckpt = rd / "real_rl" / "rl" / "checkpoints"
+        return torch.load(ckpt / (ckpt / "latest").read_text().strip() / "trainer.pt", weights_only=False)["history"]
+
+    before, hist1 = marker("real_rl"), history()
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        # round 2 collects more real episodes, so the larger budget buys real RL another iteration
+        assert main([*args, "coevolution.rounds=2", "coevolution.episodes_per_round=16"]) == 0
+        budget2 = sum(marker(f"round_{r}")["real_env_steps"] for r in range(3))
+        after = marker("real_rl")
+        assert after["real_env_steps_budget"] == after["inputs"]["real_env_steps_budget"] == budget2
+        assert budget2 > before["real_env_steps_budget"]
+        # trained on from the checkpoint: the earlier iterations are the same ones
+        hist2 = history()
+        assert len(hist2) > len(hist1) and hist2[: len(hist1)] == hist1
+        assert after["real_env_steps"] == sum(h["env_steps"] for h in hist2)
+        res = json.loads((rd / "results.json").read_text())
+        assert len(res["coevolution_success_by_round"]) == 2 and res["real_env_steps_used"] == budget2
+        assert set(marker("report")["inputs"]["stages"]) >= {"round_2", "real_rl"}
+
+        # fewer rounds: a baseline past round 0's budget is set aside, not trained on
+        budget0 = marker("round_0")["real_env_steps"]
+        assert not takes_iterations(hist2, budget0)
+        assert main([*args, "coevolution.rounds=0"]) == 0
+    finally:
+        torch.set_num_threads(n)
+    again = marker("real_rl")
+    assert again["real_env_steps_budget"] == budget0
+    kept = rd / f"real_rl.budget_{budget2:.0f}"
+    assert json.loads((kept / "stage_real_rl.json").read_text()) == after
+    # a fresh run to round 0's budget: the first iteration again (its own timing aside)
+    assert (kept / "policy").is_dir() and len(history()) == len(hist1) == 1
+    assert {k: v for k, v in history()[0].items() if k != "iter_time_s"} == {
+        k: v for k, v in hist1[0].items() if k != "iter_time_s"}
+    res = json.loads((rd / "results.json").read_text())
+    assert len(res["coevolution_success_by_round"]) == 0 and res["real_env_steps_used"] == budget0
+    assert "round_0" in res["stage_time_s"] and "round_1" not in res["stage_time_s"]  # the rounds reported
+    report = (rd / "stages" / "report.json").read_text()
+    assert main([*args, "coevolution.rounds=0"]) == 0  # nothing changed: nothing is redone
+    assert (rd / "stages" / "report.json").read_text() == report
+
+    # benchmarks.real_rl does not resume a work folder's real RL at another --budget (its checkpoints ran to one)
+    from benchmarks.real_rl import run_pair
+
+    with pytest.raises(ConfigError, match=rf"holds real RL run to a budget of {budget0} real env steps, not --budget "
+                                          "480; use another --work folder"):
+        run_pair(src, rd, [], 480.0, 8, progress=False, config_name="run_quick")
+
+
 @pytest.mark.slow
 def test_fixed_starts_without_state_models_scores_the_pixel_and_real_arms(quick_run, tmp_path):
     """benchmarks.fixed_starts on a finished run without ``state_models``: the pixel-world arms and real
