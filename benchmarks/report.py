@@ -1166,6 +1166,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      f" / {_extra_pair(d, 'si_r2warm', 'si_r1warm')} / {_extra_pair(d, 'si_r2warm', 'real_rl_r2')}; "
      f"{_lifts(d, 'si20k')} / {_extra_pair(d, 'si20k', 'si_main')}",
      ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_warm3_s74.json", "session 74: same runs, a third co-evolution round with the "
+     "warm refit (--coevolution-variant si_r3warm coevolution.rounds=3 object_dynamics.warm_refit_steps=1000, from a "
+     "copy of si_r2warm): own 600 starts, rounds 1 / 2 / 3 over round 0 (paired)",
+     lambda d: _phase_lifts(d["coevolution_variants"]["si_r3warm"]["lift_vs_round_0"]), ">= +0.05 over round 0"),
+    ("policy_compare_main_self_imitation_s74.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): warm round 3 / real GRPO at rounds 0-3's real budget (benchmarks.real_rl --curve, 28-31k real "
+     "steps); warm round 3 minus round 0 / minus warm round 2 / minus real GRPO at its budget",
+     lambda d: f"{_lifts(d, 'si_r3warm', 'real_rl_r3')}; {_extra_pair(d, 'si_r3warm', 'si_main')} / "
+     f"{_extra_pair(d, 'si_r3warm', 'si_r2warm')} / {_extra_pair(d, 'si_r3warm', 'real_rl_r3')}",
+     ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
