@@ -1171,8 +1171,8 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "copy of si_r2warm): own 600 starts, rounds 1 / 2 / 3 over round 0 (paired)",
      lambda d: _phase_lifts(d["coevolution_variants"]["si_r3warm"]["lift_vs_round_0"]), ">= +0.05 over round 0"),
     ("policy_compare_main_self_imitation_s74.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
-     "over SFT (paired): warm round 3 / real GRPO at rounds 0-3's real budget (benchmarks.real_rl --curve, 28-31k real "
-     "steps); warm round 3 minus round 0 / minus warm round 2 / minus real GRPO at its budget",
+     "over SFT (paired): warm round 3 / real GRPO at rounds 0-3's real budget (benchmarks.real_rl --curve, 31.8-33.9k "
+     "real steps); warm round 3 minus round 0 / minus warm round 2 / minus real GRPO at its budget",
      lambda d: f"{_lifts(d, 'si_r3warm', 'real_rl_r3')}; {_extra_pair(d, 'si_r3warm', 'si_main')} / "
      f"{_extra_pair(d, 'si_r3warm', 'si_r2warm')} / {_extra_pair(d, 'si_r3warm', 'real_rl_r3')}",
      ">= +0.05 over round 0"),
