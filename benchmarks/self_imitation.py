@@ -280,7 +280,7 @@ def run_one(
     from benchmarks.real_rl import _link_run, _seed_of
     from imagination.pipeline import Pipeline, load_run_config, run_config_of
     from policies import load_policy
-    from wmrl.data import Trajectories, load_trajectories_npz
+    from wmrl.data import load_trajectories_npz
 
     seed = _seed_of(src)
     if steps is None:  # the run's own SFT steps (its config.yaml), not today's conf/run.yaml default
@@ -324,8 +324,7 @@ def run_one(
                                          group=group, hard_max=hard_max, renderer=drawer)
             if not parts and not demos_only:  # the round clones the demos and earlier rounds' successes only
                 warnings.warn(f"self-imitation round {r}: no success in {max_episodes} episodes of any task", stacklevel=2)
-            both = [*kept, *parts]
-            train = pipe.train_sft(folder / "sft", steps, extra=Trajectories.concat(both) if both else None,
+            train = pipe.train_sft(folder / "sft", steps, extra=[*kept, *parts] or None,
                                    init=start if init == "policy" else None)
             pol = load_policy(folder / "sft" / "policy", map_location=str(pipe.device))
             ev = pipe.evaluate(pol, f"self_imitation_round_{r}")

@@ -667,8 +667,10 @@ class Pipeline:
     ) -> dict:
         """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
-        schedule spans ``steps``). ``extra``: more episodes (``wmrl.data.Trajectories``, e.g. the
-        policy's own successes: ``benchmarks.self_imitation``) cloned beside the demos. ``init``: a
+        schedule spans ``steps``). ``extra``: more episodes cloned beside the demos (a
+        ``wmrl.data.Trajectories`` or a list of them, e.g. each round's kept successes:
+        ``benchmarks.self_imitation``); a list is concatenated with the demos once, so a list built in the
+        call (no other reference held) leaves one copy of its frames in memory while SFT trains. ``init``: a
         saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
         default a fresh initialisation). ``num_threads``: torch threads of the training (None: the
         run's ``num_threads``). Resumes from ``out/checkpoints``."""
@@ -687,6 +689,19 @@ class Pipeline:
             num_threads=self.cfg.num_threads if num_threads is None else int(num_threads),
             **({} if init is None else {"init": str(init)}),
         )
+        # passed without a local name: train_policy frees the concatenation once it has split off validation
+        _, summary = train_policy(tc, self.sft_trajectories(extra), progress=self.progress)
+        return {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in summary.items()
+            if isinstance(v, (int, float, str, bool, Path))
+        }
+
+    def sft_trajectories(self, extra: Any = None) -> Any:
+        """The episodes SFT clones: the demos (only the successful ones with ``sft_successful_only``) plus
+        ``extra`` (a ``wmrl.data.Trajectories``, a list of them, or None), concatenated once."""
+        from wmrl.data import Trajectories
+
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
             ok = np.flatnonzero(np.asarray(traj.episode_success, bool))
@@ -695,16 +710,9 @@ class Pipeline:
                     f"sft_successful_only: none of the {traj.num_episodes} demo episodes succeeded"
                 )
             traj = traj.select_episodes(ok)
-        if extra is not None:
-            from wmrl.data import Trajectories
-
-            traj = Trajectories.concat([traj, extra])
-        _, summary = train_policy(tc, traj, progress=self.progress)
-        return {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in summary.items()
-            if isinstance(v, (int, float, str, bool, Path))
-        }
+        if extra is None:
+            return traj
+        return Trajectories.concat([traj, *(extra if isinstance(extra, (list, tuple)) else [extra])])
 
     def evaluate(self, policy: Any, name: str) -> dict:
         return evaluate_in_sim(policy, self.cfg, self.run.videos / name, self.progress)

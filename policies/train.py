@@ -199,6 +199,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
 
         trajectories = load_trajectories(cfg.dataset)
     traj = trajectories
+    del trajectories  # a split below then frees the whole set, unless the caller holds it too
     n_ep = len(traj.episode_bounds)
     if cfg.max_episodes is not None:
         if cfg.max_episodes > n_ep:

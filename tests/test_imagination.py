@@ -2192,6 +2192,34 @@ def test_a_background_stage_killed_without_a_report_fails_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp_path):
+    """`Pipeline.train_sft(extra=[a, b])` (self-imitation's rounds of successes, loaded in the call so that only
+    their concatenation stays in memory) clones the demos plus a and b, as a single concatenated set does:
+    the same episodes, and the same weights after a few steps."""
+    from imagination.pipeline import Pipeline, load_run_config
+    from policies.vla import VLAPolicy
+    from wmrl.data import Trajectories
+
+    cfg = load_run_config(["suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "num_threads=1",
+                           "sft.steps=3", f"run_dir={tmp_path / 'run'}"], "run_quick")
+    pipe = Pipeline(cfg, progress=False)
+    pipe.stage("demos", pipe.s_demos)
+    demos = pipe.trajectories()
+    a, b = demos.select_episodes(np.array([0, 1])), demos.select_episodes(np.array([3]))
+    base = pipe.sft_trajectories()  # the demos SFT clones (the successful ones: sft_successful_only)
+    both = pipe.sft_trajectories([a, b])
+    ref = Trajectories.concat([base, a, b])
+    assert both.num_episodes == base.num_episodes + 3
+    for field in ("images", "states", "actions", "episode_index", "frame_index"):
+        assert np.array_equal(getattr(both, field), getattr(ref, field)), field
+    assert both.instructions == ref.instructions
+    pipe.train_sft(tmp_path / "list", extra=[a, b])
+    pipe.train_sft(tmp_path / "one", extra=Trajectories.concat([a, b]))
+    x = VLAPolicy.from_pretrained(tmp_path / "list" / "policy").state_dict()
+    y = VLAPolicy.from_pretrained(tmp_path / "one" / "policy").state_dict()
+    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
 def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_error(tmp_path, monkeypatch):
     """`sft_beside_world_model` (2 threads: 1 + 1): the background child runs SFT, then its evaluation
     and the IDM unless the parent, done with the world model, claimed the IDM first; either way their
