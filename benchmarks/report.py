@@ -638,6 +638,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "wall time (s) of the two runs; SFT -> RL in imagination -> co-evolution rounds; real RL",
      lambda d: f"{_fmt(d['wall_time_s'])} / {_fmt(d['repeat_wall_time_s'])}; {_main_job(d).split('; ', 1)[1]}",
      "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s75.json", "the same command on the 2-core AVX2-only machine on a slow day, code of "
+     "session 74 (runs/s75/default: a world-model step 0.64 s on one thread against 0.36-0.41 s in session 42, so "
+     "the 900 s cap stopped it at 1,435 of 2,000 steps; SFT 957 s against 661-672 s)", _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s42a.json", "the same command on the 2-core AVX2-only machine without native bf16 "
      "(runs/s42/a, SFT alone in a child process on one core beside the world model on the other)",
      _main_job, "<= 1,800 (30 min)"),
@@ -1175,6 +1178,21 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "real steps); warm round 3 minus round 0 / minus warm round 2 / minus real GRPO at its budget",
      lambda d: f"{_lifts(d, 'si_r3warm', 'real_rl_r3')}; {_extra_pair(d, 'si_r3warm', 'si_main')} / "
      f"{_extra_pair(d, 'si_r3warm', 'si_r2warm')} / {_extra_pair(d, 'si_r3warm', 'real_rl_r3')}",
+     ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_warm4_s75.json", "session 75: same runs, a fourth co-evolution round with the "
+     "warm refit (--coevolution-variant si_r4warm coevolution.rounds=4 object_dynamics.warm_refit_steps=1000, from a "
+     "copy of si_r3warm): own 600 starts, rounds 1 / 2 / 3 / 4 over round 0 (paired)",
+     lambda d: _phase_lifts(d["coevolution_variants"]["si_r4warm"]["lift_vs_round_0"]), ">= +0.05 over round 0"),
+    ("paired_main_self_imitation_s75.json", "same runs, own 600 starts, paired start by start (benchmarks.paired_arms; "
+     "real_r3 / real_r4: real GRPO at rounds 0-3's / 0-4's real budget, benchmarks.real_rl --curve, 31.8-35.1k real "
+     "steps): differences [95% CI]",
+     lambda d: _pairs(d, ["r4warm - sft", "r4warm - round_0", "r4warm - r3warm", "r4warm - real_r4", "real_r4 - sft"]),
+     ">= +0.05 over round 0"),
+    ("policy_compare_main_self_imitation_s75.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): warm round 4 / real GRPO at rounds 0-4's real budget (33.0-35.1k real steps); warm round 4 "
+     "minus round 0 / minus warm round 3 / minus real GRPO at its budget",
+     lambda d: f"{_lifts(d, 'si_r4warm', 'real_rl_r4')}; {_extra_pair(d, 'si_r4warm', 'si_main')} / "
+     f"{_extra_pair(d, 'si_r4warm', 'si_r3warm')} / {_extra_pair(d, 'si_r4warm', 'real_rl_r4')}",
      ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
