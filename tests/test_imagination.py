@@ -2220,6 +2220,7 @@ def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp
     assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
 
 
+@pytest.mark.slow
 def test_sft_beside_the_world_model_trains_the_same_policy_and_reports_a_child_error(tmp_path, monkeypatch):
     """`sft_beside_world_model` (2 threads: 1 + 1): the background child runs SFT, then its evaluation
     and the IDM unless the parent, done with the world model, claimed the IDM first; either way their
