@@ -1158,6 +1158,10 @@ class Pipeline:
         from imagination.trainer_utils import takes_iterations
         from wmrl.runs import RunDir
 
+        prev = self.done("real_rl")
+        if prev is not None and not changed_inputs(prev, {"real_env_steps_budget": budget}):
+            return  # finished at this budget: the stage is skipped, its checkpoint need not be read
+        prev = prev or {}
         src = self.root / "real_rl"
         if not (src / "rl" / "checkpoints" / "latest").exists():
             return
@@ -1165,7 +1169,6 @@ class Pipeline:
         history = torch.load(ckpt / "trainer.pt", weights_only=False, map_location="cpu")["history"]
         if takes_iterations(history, budget):
             return
-        prev = self.done("real_rl") or {}
         old = prev.get("real_env_steps_budget")
         base = self.root / (f"real_rl.budget_{old:.0f}" if old is not None else "real_rl.unfinished")
         dest, k = base, 1
