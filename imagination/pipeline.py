@@ -668,9 +668,10 @@ class Pipeline:
         """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
         schedule spans ``steps``). ``extra``: more episodes cloned beside the demos (a
-        ``wmrl.data.Trajectories`` or a list of them, e.g. each round's kept successes:
-        ``benchmarks.self_imitation``); a list is concatenated with the demos once, so a list built in the
-        call (no other reference held) leaves one copy of its frames in memory while SFT trains. ``init``: a
+        ``wmrl.data.Trajectories`` or an iterable of them, e.g. each round's kept successes:
+        ``benchmarks.self_imitation``), concatenated with the demos once; a generator (each round's file
+        loaded as it is reached) leaves only that concatenation's copy of its frames in memory while SFT
+        trains, where a list keeps its own too. ``init``: a
         saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
         default a fresh initialisation). ``num_threads``: torch threads of the training (None: the
         run's ``num_threads``). Resumes from ``out/checkpoints``."""
@@ -689,7 +690,7 @@ class Pipeline:
             num_threads=self.cfg.num_threads if num_threads is None else int(num_threads),
             **({} if init is None else {"init": str(init)}),
         )
-        # passed without a local name: train_policy frees the concatenation once it has split off validation
+        # passed without a local name: train_policy holds the only reference to the concatenation
         _, summary = train_policy(tc, self.sft_trajectories(extra), progress=self.progress)
         return {
             k: (str(v) if isinstance(v, Path) else v)
@@ -699,7 +700,8 @@ class Pipeline:
 
     def sft_trajectories(self, extra: Any = None) -> Any:
         """The episodes SFT clones: the demos (only the successful ones with ``sft_successful_only``) plus
-        ``extra`` (a ``wmrl.data.Trajectories``, a list of them, or None), concatenated once."""
+        ``extra`` (a ``wmrl.data.Trajectories``, an iterable of them, or None), concatenated once. A
+        generator's episodes are loaded for the concatenation only: none of them outlives it."""
         from wmrl.data import Trajectories
 
         traj = self.trajectories()
@@ -712,7 +714,7 @@ class Pipeline:
             traj = traj.select_episodes(ok)
         if extra is None:
             return traj
-        return Trajectories.concat([traj, *(extra if isinstance(extra, (list, tuple)) else [extra])])
+        return Trajectories.concat([traj, *([extra] if isinstance(extra, Trajectories) else extra)])
 
     def evaluate(self, policy: Any, name: str) -> dict:
         return evaluate_in_sim(policy, self.cfg, self.run.videos / name, self.progress)

@@ -129,8 +129,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
-    # every round's successes loaded in the call, so only their concatenation with the demos stays in memory
-    train = pipe.train_sft(out / "self_imitation", steps, extra=[load_trajectories_npz(p) for p in kept] or None,
+    # every round's successes loaded as the concatenation reaches them: only the concatenation holds their frames
+    train = pipe.train_sft(out / "self_imitation", steps, extra=(load_trajectories_npz(p) for p in kept) if kept else None,
                            init=start)
     pol = load_policy(out / "self_imitation" / "policy", map_location=str(pipe.device))
     pol.save_pretrained(out / "policy")

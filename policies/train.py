@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from policies.vla import VLAConfig, VLAPolicy
+from wmrl.data import split_episode_positions
 from wmrl.ema import WeightEMA
 from wmrl.errors import CheckpointError, ConfigError, DatasetError
 from wmrl.runs import RunDir, check_finite, seed_everything
@@ -108,10 +109,20 @@ class ChunkDataset:
     """In-memory BC samples from :class:`wmrl.data.Trajectories`.
 
     Holds ``images`` uint8 (N,H,W,3), ``states`` (N,D), ``chunk_idx`` (N,K) frame indices of the
-    target chunk, ``mask`` (N,K), ``text_idx`` (N,) into ``texts`` (U,384).
+    target chunk, ``mask`` (N,K), ``text_idx`` (N,) into ``texts`` (U,384) for all N frames of ``traj``
+    (no copy of its frames), and ``rows`` (M,): the frames it samples, those of ``episodes`` (positions
+    0..E-1; None: every episode). Sample ``i`` (``0 <= i < len(self) = M``) is frame ``rows[i]``, so a
+    dataset over a subset draws the same batches for the same ids as one over a copy of that subset.
     """
 
-    def __init__(self, traj: Any, chunk_size: int, text: torch.Tensor | None = None, use_wrist: bool = False):
+    def __init__(
+        self,
+        traj: Any,
+        chunk_size: int,
+        text: torch.Tensor | None = None,
+        use_wrist: bool = False,
+        episodes: np.ndarray | None = None,
+    ):
         n = len(traj.actions)
         if n == 0:
             raise DatasetError("the dataset has no frames")
@@ -132,11 +143,27 @@ class ChunkDataset:
         self.instructions = uniq
         self.text_idx = torch.tensor([pos[s] for s in traj.instructions])
         self.texts = text
+        self.rows = torch.arange(n)
+        if episodes is not None:
+            bounds = traj.episode_bounds
+            episodes = np.asarray(episodes, dtype=np.int64)
+            if len(episodes) == 0 or episodes.min() < 0 or episodes.max() >= len(bounds):
+                raise DatasetError(f"episodes must be 1 or more positions in [0, {len(bounds)}); got {episodes}")
+            self.rows = torch.from_numpy(np.concatenate([np.arange(*bounds[e]) for e in episodes]))
 
     def __len__(self) -> int:
-        return len(self.actions)
+        return len(self.rows)
+
+    def sampled_states(self) -> torch.Tensor:
+        """float32 (M,D): the states of the frames this dataset samples."""
+        return self.states if len(self.rows) == len(self.states) else self.states[self.rows]
 
     def batch(self, ids: torch.Tensor, shift: int = 0, gen: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """Samples ``ids`` (B,) of ``0..len(self)-1``: ``image`` uint8 (B,H,W,3) (shifted by up to ``shift``
+        pixels), ``state`` (B,D), ``text`` (B,384), ``actions`` (B,K,A), ``mask`` (B,K) and, with the wrist
+        camera, ``wrist_image``."""
+        if len(self.rows) != len(self.states):
+            ids = self.rows[ids]
         out = {
             "image": random_shift(self.images, shift, gen, ids),
             "state": self.states[ids],
@@ -199,29 +226,39 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
 
         trajectories = load_trajectories(cfg.dataset)
     traj = trajectories
-    del trajectories  # a split below then frees the whole set, unless the caller holds it too
     n_ep = len(traj.episode_bounds)
+    # the episodes trained on, by position: the first max_episodes, less the validation ones. SFT samples
+    # them in place (ChunkDataset(episodes=...)), so only the validation episodes are copied out
+    train_eps = np.arange(n_ep)
     if cfg.max_episodes is not None:
         if cfg.max_episodes > n_ep:
             raise ConfigError(f"{cfg.max_episodes=} exceeds the {n_ep} episodes in the dataset")
-        traj = traj.select_episodes(np.arange(cfg.max_episodes))
-        n_ep = cfg.max_episodes
+        train_eps = np.arange(cfg.max_episodes)
+    n_used = len(train_eps)
     if traj.images.shape[1] != cfg.policy.image_size:
         raise ConfigError(f"policy.image_size={cfg.policy.image_size} but the dataset frames are {traj.images.shape[1]}px")
     if traj.states.shape[1] != cfg.policy.state_dim:
         raise ConfigError(f"policy.state_dim={cfg.policy.state_dim} but the dataset states are {traj.states.shape[1]}-D")
     val = None
-    if cfg.val_frac > 0 and n_ep >= 5:
-        traj, val = traj.split_episodes(cfg.val_frac, cfg.seed)
+    if cfg.val_frac > 0 and len(train_eps) >= 5:
+        keep, held = split_episode_positions(len(train_eps), cfg.val_frac, cfg.seed)
+        val = traj.select_episodes(train_eps[held])
+        train_eps = train_eps[keep]
 
     seed_everything(cfg.seed)
     run = RunDir(cfg.out, cfg)
     policy = VLAPolicy(cfg.policy)
-    policy.known_instructions = sorted(set(traj.instructions) | (set(val.instructions) if val is not None else set()))
+    data = ChunkDataset(traj, cfg.policy.chunk_size, None, cfg.policy.use_wrist,
+                        episodes=None if len(train_eps) == n_ep else train_eps)
+    del traj, trajectories  # the dataset holds the frames it needs
+    policy.known_instructions = sorted(
+        {data.instructions[i] for i in data.text_idx[data.rows].unique().tolist()}
+        | (set(val.instructions) if val is not None else set())
+    )
     text = policy.encode_instructions(policy.known_instructions)
     text_of = {s: text[i] for i, s in enumerate(policy.known_instructions)}
-    data = ChunkDataset(traj, cfg.policy.chunk_size, None, cfg.policy.use_wrist)
-    data.texts = torch.stack([text_of[s] for s in data.instructions])
+    # an instruction only of episodes beyond max_episodes is never sampled: zeros stand in for it
+    data.texts = torch.stack([text_of.get(s, torch.zeros_like(text[0])) for s in data.instructions])
     vdata = None
     if val is not None:
         vdata = ChunkDataset(val, cfg.policy.chunk_size, None, cfg.policy.use_wrist)
@@ -229,7 +266,9 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     if cfg.init is not None:
         _load_init(policy, cfg.init)  # weights and normalisation; the instructions are this data's
     else:
-        policy.set_normalization(data.states.mean(0), data.states.std(0))
+        states = data.sampled_states()
+        policy.set_normalization(states.mean(0), states.std(0))
+        del states
     policy.to(resolve_device(cfg.device))
 
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -302,7 +341,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
         ema.copy_to(policy)  # the final policy is the weight average (checkpoints keep the raw weights)
     final = policy.save_pretrained(Path(cfg.out) / "policy")
     plot_losses(run)
-    summary = {"steps": cfg.steps, "ema_decay": cfg.ema_decay, "episodes": n_ep, "frames": len(data), "resumed_from": start,
+    summary = {"steps": cfg.steps, "ema_decay": cfg.ema_decay, "episodes": n_used, "frames": len(data), "resumed_from": start,
                "train_seconds": elapsed_before + time.time() - t0,
                "final": final, **{k: v for k, v in (run.read_metrics() or [{}])[-1].items() if k != "time"}}
     return policy, summary

@@ -2193,9 +2193,9 @@ def test_a_background_stage_killed_without_a_report_fails_in_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp_path):
-    """`Pipeline.train_sft(extra=[a, b])` (self-imitation's rounds of successes, loaded in the call so that only
-    their concatenation stays in memory) clones the demos plus a and b, as a single concatenated set does:
-    the same episodes, and the same weights after a few steps."""
+    """`Pipeline.train_sft(extra=[a, b])`, or a generator of them (self-imitation's rounds of successes, loaded
+    as the concatenation reaches them so that only it holds their frames), clones the demos plus a and b, as
+    a single concatenated set does: the same episodes, and the same weights after a few steps."""
     from imagination.pipeline import Pipeline, load_run_config
     from policies.vla import VLAPolicy
     from wmrl.data import Trajectories
@@ -2215,9 +2215,11 @@ def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp
     assert both.instructions == ref.instructions
     pipe.train_sft(tmp_path / "list", extra=[a, b])
     pipe.train_sft(tmp_path / "one", extra=Trajectories.concat([a, b]))
+    pipe.train_sft(tmp_path / "gen", extra=(t for t in (a, b)))  # self_imitation_round's: loaded as reached
     x = VLAPolicy.from_pretrained(tmp_path / "list" / "policy").state_dict()
-    y = VLAPolicy.from_pretrained(tmp_path / "one" / "policy").state_dict()
-    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    for other in ("one", "gen"):
+        y = VLAPolicy.from_pretrained(tmp_path / other / "policy").state_dict()
+        assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x), other
 
 
 @pytest.mark.slow

@@ -280,6 +280,48 @@ def test_random_shift_is_an_edge_padded_crop_of_the_chosen_rows():
     assert torch.equal(random_shift(images, 0, None, ids), images[ids])
 
 
+def test_chunk_dataset_over_some_episodes_samples_them_in_place_as_from_their_copy():
+    """`ChunkDataset(traj, episodes=E)` holds traj's frames without copying them and draws, for the same ids
+    and generator, the same batches as a dataset over `traj.select_episodes(E)`; bad positions are refused."""
+    from policies.train import ChunkDataset
+    from wmrl.errors import DatasetError
+
+    traj = toy_trajectories(episodes=6)
+    eps = np.array([0, 2, 3, 5])
+    sub, copy = ChunkDataset(traj, 4, None, True, episodes=eps), ChunkDataset(traj.select_episodes(eps), 4, None, True)
+    assert np.shares_memory(sub.images.numpy(), traj.images) and len(sub) == len(copy) == 40
+    assert torch.equal(sub.sampled_states(), copy.states)
+    code = {s: torch.randn(384) for s in INSTR}
+    for ds in (sub, copy):
+        ds.texts = torch.stack([code[s] for s in ds.instructions])
+    ids = torch.tensor([0, 39, 17, 9, 10, 25])
+    a, b = sub.batch(ids, 2, torch.Generator().manual_seed(3)), copy.batch(ids, 2, torch.Generator().manual_seed(3))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    for bad in (np.array([6]), np.array([-1, 2]), np.zeros(0, np.int64)):
+        with pytest.raises(DatasetError, match="episodes must be"):
+            ChunkDataset(traj, 4, episodes=bad)
+
+
+@pytest.mark.parametrize("max_episodes", [None, 8])
+def test_sft_with_validation_trains_as_on_a_copy_of_its_training_episodes(tmp_path, max_episodes):
+    """SFT samples its training episodes in place (only the validation ones are copied out): the weights equal
+    those of SFT without validation on a copy of the same training episodes."""
+    from wmrl.data import split_episode_positions
+
+    traj = toy_trajectories(episodes=10)
+    common = dict(steps=6, batch_size=8, log_every=3, ckpt_every=6, augment_shift=1, policy=VLAConfig(**TINY))
+    held_in, _ = train_policy(TrainPolicyConfig(out=str(tmp_path / "val"), val_frac=0.25, max_episodes=max_episodes,
+                                                **common), traj, progress=False)
+    pool = np.arange(max_episodes or 10)
+    keep, _ = split_episode_positions(len(pool), 0.25, 0)
+    copied, _ = train_policy(TrainPolicyConfig(out=str(tmp_path / "copy"), val_frac=0.0, **common),
+                             traj.select_episodes(pool[keep]), progress=False)
+    x, y = held_in.state_dict(), copied.state_dict()
+    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    rows = [json.loads(r) for r in (tmp_path / "val" / "metrics.jsonl").read_text().splitlines()]
+    assert all(math.isfinite(r["val_loss"]) for r in rows)
+
+
 def test_sft_is_reproducible(tmp_path):
     traj = toy_trajectories(episodes=4)
     losses = []

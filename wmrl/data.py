@@ -59,6 +59,19 @@ def dataset_features(
     return feats
 
 
+def split_episode_positions(num_episodes: int, frac_test: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The episode positions of :meth:`Trajectories.split_episodes`' (train, test) split of ``num_episodes``
+    episodes, each sorted (int64 (E_train,), (E_test,)); at least one episode in each. Lets a caller take
+    the test episodes out without copying the training ones (``policies.train.ChunkDataset(episodes=...)``)."""
+    if not 0.0 < frac_test < 1.0:
+        raise DatasetError(f"frac_test={frac_test} must be in (0, 1)")
+    if num_episodes < 2:
+        raise DatasetError(f"cannot split a dataset of {num_episodes} episode(s); need at least 2")
+    perm = np.random.default_rng(seed).permutation(num_episodes)
+    n_test = min(max(1, round(num_episodes * frac_test)), num_episodes - 1)
+    return np.sort(perm[n_test:]).astype(np.int64), np.sort(perm[:n_test]).astype(np.int64)
+
+
 @dataclass
 class TerminalObs:
     """The terminal observation of each of E episodes (after its last action; not in the frame table).
@@ -243,14 +256,8 @@ class Trajectories:
 
     def split_episodes(self, frac_test: float, seed: int = 0) -> tuple[Trajectories, Trajectories]:
         """Split by episode into (train, test); at least one episode in each when E >= 2."""
-        if not 0.0 < frac_test < 1.0:
-            raise DatasetError(f"frac_test={frac_test} must be in (0, 1)")
-        e = self.num_episodes
-        if e < 2:
-            raise DatasetError(f"cannot split a dataset of {e} episode(s); need at least 2")
-        perm = np.random.default_rng(seed).permutation(e)
-        n_test = min(max(1, round(e * frac_test)), e - 1)
-        return self.select_episodes(np.sort(perm[n_test:])), self.select_episodes(np.sort(perm[:n_test]))
+        train, test = split_episode_positions(self.num_episodes, frac_test, seed)
+        return self.select_episodes(train), self.select_episodes(test)
 
     @staticmethod
     def concat(parts: Sequence[Trajectories]) -> Trajectories:
