@@ -1194,6 +1194,21 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_lifts(d, 'si_r4warm', 'real_rl_r4')}; {_extra_pair(d, 'si_r4warm', 'si_main')} / "
      f"{_extra_pair(d, 'si_r4warm', 'si_r3warm')} / {_extra_pair(d, 'si_r4warm', 'real_rl_r4')}",
      ">= +0.05 over round 0"),
+    ("imagination_lift_self_imitation_warm5_s76.json", "session 76: same runs, a fifth co-evolution round with the "
+     "warm refit (--coevolution-variant si_r5warm coevolution.rounds=5 object_dynamics.warm_refit_steps=1000, from a "
+     "copy of si_r4warm): own 600 starts, rounds 1 / 2 / 3 / 4 / 5 over round 0 (paired)",
+     lambda d: _phase_lifts(d["coevolution_variants"]["si_r5warm"]["lift_vs_round_0"]), ">= +0.05 over round 0"),
+    ("paired_main_self_imitation_s76.json", "same runs, own 600 starts, paired start by start (benchmarks.paired_arms; "
+     "real_r5: real GRPO at rounds 0-5's real budget, benchmarks.real_rl --curve, 34.4-36.3k real steps): "
+     "differences [95% CI]",
+     lambda d: _pairs(d, ["r5warm - sft", "r5warm - round_0", "r5warm - r4warm", "r5warm - real_r5", "real_r5 - sft"]),
+     ">= +0.05 over round 0"),
+    ("policy_compare_main_self_imitation_s76.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): warm round 5 / real GRPO at rounds 0-5's real budget (34.4-36.3k real steps); warm round 5 "
+     "minus round 0 / minus warm round 4 / minus real GRPO at its budget",
+     lambda d: f"{_lifts(d, 'si_r5warm', 'real_rl_r5')}; {_extra_pair(d, 'si_r5warm', 'si_main')} / "
+     f"{_extra_pair(d, 'si_r5warm', 'si_r4warm')} / {_extra_pair(d, 'si_r5warm', 'real_rl_r5')}",
+     ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
