@@ -148,7 +148,8 @@ class ChunkDataset:
             bounds = traj.episode_bounds
             episodes = np.asarray(episodes, dtype=np.int64)
             if len(episodes) == 0 or episodes.min() < 0 or episodes.max() >= len(bounds):
-                raise DatasetError(f"episodes must be 1 or more positions in [0, {len(bounds)}); got {episodes}")
+                got = f"{len(episodes)} from {episodes.min()} to {episodes.max()}" if len(episodes) else "none"
+                raise DatasetError(f"episodes must be 1 or more positions in [0, {len(bounds)}); got {got}")
             self.rows = torch.from_numpy(np.concatenate([np.arange(*bounds[e]) for e in episodes]))
 
     def __len__(self) -> int:
