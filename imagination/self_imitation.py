@@ -104,8 +104,9 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     Returns the round summary's fields: ``imagined_steps`` (steps played in the model's world),
     ``prefix_real_env_steps`` (the collection's real physics steps: 0), ``self_imitation`` (per task:
     ``finished``, ``kept``, ``finished_success_rate``, ``env_steps``), ``successes_kept``,
-    ``episodes_cloned``, ``fine_tune_steps`` and ``imagined_success_last`` (the collection's sampled
-    success over every task's finished episodes)."""
+    ``episodes_cloned``, ``fine_tune_steps``, ``imagined_success_last`` (the collection's sampled
+    success over every task's finished episodes) and ``imagined_overrating_by_task``
+    (:func:`imagined_overrating`)."""
     from benchmarks._split_worlds import check_state_model
     from benchmarks.self_imitation import collect_round
     from envs.tabletop.vector_env import STATE_DIM
@@ -126,6 +127,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
                                  found, num_envs=si.num_envs, state_model=model)
         atomic_write_json(record, stats)
     stats = json.loads(record.read_text())
+    overrating = imagined_overrating(stats, pipe.done("eval_sft" if r == 0 else f"round_{r - 1}"))
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
@@ -145,8 +147,24 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "fine_tune_steps": steps,
         "imagined_success_last": float(sum(s["finished_success_rate"] * s["finished"] for s in stats.values())
                                        / max(finished, 1)),
+        "imagined_overrating_by_task": overrating,
         "gated_frac": 0.0,
     }
+
+
+def imagined_overrating(stats: dict[str, dict[str, float]], entering: dict[str, Any] | None) -> dict[str, float]:
+    """How far the state model's world rates the collecting policy above the simulator, per task: the
+    collection's ``finished_success_rate`` minus the real success of the same policy in the run's evaluation
+    of it (``entering``: the ``eval_sft`` marker for round 0, else the previous round's marker, whose ``eval``
+    block holds it). Positive: the world counts successes the simulator would not (kept successes of such a
+    task hold some false ones). Tasks with no finished episode or no real figure are left out; {} without
+    the marker. The real figure comes from the run's own evaluation starts (``eval.episodes_per_task`` per
+    task), so it carries that evaluation's noise."""
+    if entering is None:
+        return {}
+    real = entering.get("eval", entering).get("per_task", {})
+    return {t: float(st["finished_success_rate"] - real[t]) for t, st in stats.items()
+            if t in real and st.get("finished", 0) > 0}
 
 
 def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:

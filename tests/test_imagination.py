@@ -229,6 +229,20 @@ def test_self_imitation_collects_in_the_state_model_world_drawn_by_a_learned_ren
     assert not np.array_equal(frames[1], frames[3])  # then drawn by the renderer, not the simulator
 
 
+def test_imagined_overrating_is_the_worlds_rate_minus_the_real_one_of_the_collecting_policy():
+    """Per task: the collection's success rate in the model's world minus the entering policy's real success,
+    read from an ``eval_sft`` marker (top level) or a round marker (its ``eval`` block); tasks without a finished
+    episode or a real figure are left out, and no marker gives {}."""
+    from imagination.self_imitation import imagined_overrating
+
+    stats = {"A": {"finished": 10.0, "finished_success_rate": 0.5}, "B": {"finished": 0.0, "finished_success_rate": 0.0},
+             "C": {"finished": 4.0, "finished_success_rate": 0.25}}
+    assert imagined_overrating(stats, {"success": 0.3, "per_task": {"A": 0.2, "B": 0.4}}) == pytest.approx({"A": 0.3})
+    assert imagined_overrating(stats, {"round": 2, "eval": {"per_task": {"A": 0.6, "C": 0.5}}}) == pytest.approx(
+        {"A": -0.1, "C": -0.25})
+    assert imagined_overrating(stats, None) == {}
+
+
 def test_self_imitation_renderer_needs_a_state_model(tmp_path):
     from benchmarks.self_imitation import main
 
@@ -1876,6 +1890,9 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     col = r0["self_imitation"]["PushCube-v0"]
     assert col["finished"] >= 1 and col["real_env_steps"] == 0.0 and r0["imagined_steps"] == col["env_steps"] > 0
     kept0 = int(col["kept"])
+    # the world's rating of the SFT policy against its real success in the run's evaluation of it
+    assert r0["imagined_overrating_by_task"]["PushCube-v0"] == pytest.approx(
+        col["finished_success_rate"] - pipe.done("eval_sft")["per_task"]["PushCube-v0"])
     assert r0["successes_kept"] == kept0 and (root / "round_0" / "successes.npz").is_file() == (kept0 > 0)
     assert r0["episodes_cloned"] == demos_ok + kept0 and r0["fine_tune_steps"] == 3
     sft, pol0 = pipe.policy_after(-1), pipe.policy_after(0)
@@ -1890,6 +1907,9 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     r1 = pipe.stage("round_1", lambda: pipe.s_round(1))
     kept1 = int(r1["successes_kept"])
     assert r1["episodes_cloned"] == demos_ok + kept0 + kept1
+    if r1["self_imitation"]["PushCube-v0"]["finished"] > 0:  # round 1's collector is round 0's policy
+        assert r1["imagined_overrating_by_task"]["PushCube-v0"] == pytest.approx(
+            r1["self_imitation"]["PushCube-v0"]["finished_success_rate"] - r0["eval"]["per_task"]["PushCube-v0"])
     rollouts = load_trajectories_npz(root / "round_1" / "rollouts.npz")
     assert round_object_dynamics(root, 1) == root / "round_1" / "object_dynamics"
     assert episodes_fitted(1) == demos.num_episodes + 4 + rollouts.num_episodes
