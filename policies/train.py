@@ -111,8 +111,9 @@ class ChunkDataset:
     Holds ``images`` uint8 (N,H,W,3), ``states`` (N,D), ``chunk_idx`` (N,K) frame indices of the
     target chunk, ``mask`` (N,K), ``text_idx`` (N,) into ``texts`` (U,384) for all N frames of ``traj``
     (no copy of its frames), and ``rows`` (M,): the frames it samples, those of ``episodes`` (positions
-    0..E-1; None: every episode). Sample ``i`` (``0 <= i < len(self) = M``) is frame ``rows[i]``, so a
-    dataset over a subset draws the same batches for the same ids as one over a copy of that subset.
+    0..E-1), or None for every frame in order. Sample ``i`` (``0 <= i < len(self) = M``) is frame
+    ``rows[i]``, so a dataset over a subset draws the same batches for the same ids as one over a copy of
+    that subset.
     """
 
     def __init__(
@@ -143,7 +144,7 @@ class ChunkDataset:
         self.instructions = uniq
         self.text_idx = torch.tensor([pos[s] for s in traj.instructions])
         self.texts = text
-        self.rows = torch.arange(n)
+        self.rows: torch.Tensor | None = None
         if episodes is not None:
             bounds = traj.episode_bounds
             episodes = np.asarray(episodes, dtype=np.int64)
@@ -153,17 +154,22 @@ class ChunkDataset:
             self.rows = torch.from_numpy(np.concatenate([np.arange(*bounds[e]) for e in episodes]))
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.actions) if self.rows is None else len(self.rows)
 
     def sampled_states(self) -> torch.Tensor:
         """float32 (M,D): the states of the frames this dataset samples."""
-        return self.states if len(self.rows) == len(self.states) else self.states[self.rows]
+        return self.states if self.rows is None else self.states[self.rows]
+
+    def sampled_instructions(self) -> set[str]:
+        """The instructions of the frames this dataset samples."""
+        idx = self.text_idx if self.rows is None else self.text_idx[self.rows]
+        return {self.instructions[i] for i in idx.unique().tolist()}
 
     def batch(self, ids: torch.Tensor, shift: int = 0, gen: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """Samples ``ids`` (B,) of ``0..len(self)-1``: ``image`` uint8 (B,H,W,3) (shifted by up to ``shift``
         pixels), ``state`` (B,D), ``text`` (B,384), ``actions`` (B,K,A), ``mask`` (B,K) and, with the wrist
         camera, ``wrist_image``."""
-        if len(self.rows) != len(self.states):
+        if self.rows is not None:
             ids = self.rows[ids]
         out = {
             "image": random_shift(self.images, shift, gen, ids),
@@ -252,10 +258,7 @@ def train_policy(cfg: TrainPolicyConfig, trajectories: Any = None, progress: boo
     data = ChunkDataset(traj, cfg.policy.chunk_size, None, cfg.policy.use_wrist,
                         episodes=None if len(train_eps) == n_ep else train_eps)
     del traj, trajectories  # the dataset holds the frames it needs
-    policy.known_instructions = sorted(
-        {data.instructions[i] for i in data.text_idx[data.rows].unique().tolist()}
-        | (set(val.instructions) if val is not None else set())
-    )
+    policy.known_instructions = sorted(data.sampled_instructions() | (set(val.instructions) if val is not None else set()))
     text = policy.encode_instructions(policy.known_instructions)
     text_of = {s: text[i] for i, s in enumerate(policy.known_instructions)}
     # an instruction only of episodes beyond max_episodes is never sampled: zeros stand in for it

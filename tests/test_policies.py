@@ -302,6 +302,17 @@ def test_chunk_dataset_over_some_episodes_samples_them_in_place_as_from_their_co
             ChunkDataset(traj, 4, episodes=bad)
 
 
+def test_chunk_dataset_over_every_episode_in_another_order_samples_that_order():
+    """Episodes given in another order than the data's are sampled in the order given, even when they cover
+    every frame."""
+    from policies.train import ChunkDataset
+
+    traj = toy_trajectories(episodes=3)
+    order = np.array([2, 0, 1])
+    sub, copy = ChunkDataset(traj, 4, episodes=order), ChunkDataset(traj.select_episodes(order), 4)
+    assert len(sub) == len(copy) == traj.num_frames and torch.equal(sub.sampled_states(), copy.states)
+
+
 @pytest.mark.parametrize("max_episodes", [None, 8])
 def test_sft_with_validation_trains_as_on_a_copy_of_its_training_episodes(tmp_path, max_episodes):
     """SFT samples its training episodes in place (only the validation ones are copied out): the weights equal
