@@ -669,9 +669,9 @@ class Pipeline:
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
         schedule spans ``steps``). ``extra``: more episodes cloned beside the demos (a
         ``wmrl.data.Trajectories`` or an iterable of them, e.g. each round's kept successes:
-        ``benchmarks.self_imitation``), concatenated with the demos once; a generator (each round's file
-        loaded as it is reached) leaves only that concatenation's copy of its frames in memory while SFT
-        trains, where a list keeps its own too. ``init``: a
+        ``benchmarks.self_imitation``, or a list of their ``.npz`` files), concatenated with the demos once
+        (:meth:`sft_trajectories`); a generator or a list of files leaves only that concatenation's copy of
+        their frames in memory while SFT trains, where a list of datasets keeps its own too. ``init``: a
         saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
         default a fresh initialisation). ``num_threads``: torch threads of the training (None: the
         run's ``num_threads``). Resumes from ``out/checkpoints``."""
@@ -700,9 +700,11 @@ class Pipeline:
 
     def sft_trajectories(self, extra: Any = None) -> Any:
         """The episodes SFT clones: the demos (only the successful ones with ``sft_successful_only``) plus
-        ``extra`` (a ``wmrl.data.Trajectories``, an iterable of them, or None), concatenated once. A
-        generator's episodes are loaded for the concatenation only: none of them outlives it."""
-        from wmrl.data import Trajectories
+        ``extra`` (a ``wmrl.data.Trajectories``, an iterable of them, a list of paths to files written by
+        ``wmrl.data.save_trajectories_npz``, or None), concatenated once. A generator's episodes are loaded
+        for the concatenation only: none of them outlives it. Files' frames are decompressed straight into
+        the concatenation (``wmrl.data.concat_with_npz``), so no file's frames are held beside it."""
+        from wmrl.data import Trajectories, concat_with_npz
 
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
@@ -714,6 +716,8 @@ class Pipeline:
             traj = traj.select_episodes(ok)
         if extra is None:
             return traj
+        if isinstance(extra, (list, tuple)) and extra and all(isinstance(e, (str, Path)) for e in extra):
+            return concat_with_npz(traj, extra)
         return Trajectories.concat([traj, *([extra] if isinstance(extra, Trajectories) else extra)])
 
     def evaluate(self, policy: Any, name: str) -> dict:

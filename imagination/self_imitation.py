@@ -111,7 +111,6 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     from benchmarks.self_imitation import collect_round
     from envs.tabletop.vector_env import STATE_DIM
     from policies import load_policy
-    from wmrl.data import load_trajectories_npz
     from worldmodels.object_dynamics import ObjectDynamics
 
     si, seed = pipe.cfg.self_imitation_config(), pipe.cfg.seed
@@ -131,9 +130,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
-    # every round's successes loaded as the concatenation reaches them: only the concatenation holds their frames
-    train = pipe.train_sft(out / "self_imitation", steps, extra=(load_trajectories_npz(p) for p in kept) if kept else None,
-                           init=start)
+    # every round's successes decompressed straight into the concatenation: it alone holds their frames
+    train = pipe.train_sft(out / "self_imitation", steps, extra=kept or None, init=start)
     pol = load_policy(out / "self_imitation" / "policy", map_location=str(pipe.device))
     pol.save_pretrained(out / "policy")
     finished = sum(s["finished"] for s in stats.values())

@@ -330,3 +330,55 @@ def test_without_frames_keeps_every_array_but_the_pixels_and_concatenates(datase
     np.testing.assert_array_equal(both.env_states[: t.num_frames], t.env_states)
     with pytest.raises(DatasetError, match=r"cannot concatenate datasets with frames \(64, 64, 3\)"):
         Trajectories.concat([b, t])
+
+
+def test_concat_with_npz_fills_the_files_frames_in_place_as_concat_of_the_loaded_files(dataset, tmp_path):
+    """wmrl.data.concat_with_npz(head, files) equals Trajectories.concat([head, *loaded files]) in every array
+    (frames decompressed into the result a chunk at a time, also in chunks that do not divide a frame);
+    load_trajectories_npz(frames=False) reads all but the frames; a file whose frames have another size, or a
+    truncated one, is a one-line DatasetError."""
+    from dataclasses import replace
+
+    from wmrl.data import (
+        Trajectories,
+        _read_npz_member_into,
+        concat_with_npz,
+        load_trajectories_npz,
+        save_trajectories_npz,
+    )
+
+    t = load_trajectories(dataset)
+    head = t.select_episodes([0, 1, 2])
+    paths = [tmp_path / "a.npz", tmp_path / "b.npz"]
+    save_trajectories_npz(paths[0], t.select_episodes([5, 3]))
+    save_trajectories_npz(paths[1], t.select_episodes([7]))
+    ref = Trajectories.concat([head, *(load_trajectories_npz(p) for p in paths)])
+    got = concat_with_npz(head, paths)
+    assert got.num_episodes == 6 and got.wrist_images is None and got.terminal is None
+    for name in ("images", "states", "actions", "rewards", "successes", "dones", "episode_index", "frame_index",
+                 "env_states", "episode_weights"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert got.instructions == ref.instructions and got.task_ids == ref.task_ids
+    assert got.images.flags.c_contiguous and got.images.flags.writeable
+    small = np.empty_like(load_trajectories_npz(paths[1]).images)
+    _read_npz_member_into(paths[1], "images", small, chunk=1000)  # 1000 bytes: not a whole number of frames
+    np.testing.assert_array_equal(small, load_trajectories_npz(paths[1]).images)
+
+    light = load_trajectories_npz(paths[0], frames=False)
+    assert light.images.shape == (light.num_frames, 1, 1, 3) and light.images.base.nbytes == 3
+    np.testing.assert_array_equal(light.states, t.select_episodes([5, 3]).states)
+
+    other = t.select_episodes([4])
+    save_trajectories_npz(tmp_path / "small.npz", replace(other, images=other.images[:, ::2, ::2].copy()))
+    with pytest.raises(DatasetError, match=r"small.npz holds frames of shape \(\d+, 32, 32, 3\); expected"):
+        concat_with_npz(head, [paths[0], tmp_path / "small.npz"])
+    data = paths[1].read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match="cut.npz is not a readable trajectories .npz"):
+        concat_with_npz(head, [tmp_path / "cut.npz"])
+    bad = bytearray(data)  # the frames' compressed bytes come first: damage them, keep the zip's directory
+    bad[len(data) // 4 : len(data) // 4 + 64] = bytes(64)
+    (tmp_path / "bad.npz").write_bytes(bytes(bad))
+    with pytest.raises(DatasetError, match="bad.npz: cannot read images .*corrupt file"):
+        concat_with_npz(head, [tmp_path / "bad.npz"])

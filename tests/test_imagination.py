@@ -2213,12 +2213,13 @@ def test_a_background_stage_killed_without_a_report_fails_in_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp_path):
-    """`Pipeline.train_sft(extra=[a, b])`, or a generator of them (self-imitation's rounds of successes, loaded
-    as the concatenation reaches them so that only it holds their frames), clones the demos plus a and b, as
-    a single concatenated set does: the same episodes, and the same weights after a few steps."""
+    """`Pipeline.train_sft(extra=[a, b])`, or a generator of them, clones the demos plus a and b, as a single
+    concatenated set does: the same episodes, and the same weights after a few steps. Given a list of their
+    files (self-imitation's rounds of successes, decompressed straight into the concatenation), it clones the
+    episodes those files load as."""
     from imagination.pipeline import Pipeline, load_run_config
     from policies.vla import VLAPolicy
-    from wmrl.data import Trajectories
+    from wmrl.data import Trajectories, load_trajectories_npz, save_trajectories_npz
 
     cfg = load_run_config(["suite=PushCube-v0", "demos.episodes_per_task=4", "demos.num_envs=4", "num_threads=1",
                            "sft.steps=3", f"run_dir={tmp_path / 'run'}"], "run_quick")
@@ -2233,6 +2234,14 @@ def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp
     for field in ("images", "states", "actions", "episode_index", "frame_index"):
         assert np.array_equal(getattr(both, field), getattr(ref, field)), field
     assert both.instructions == ref.instructions
+    files = [tmp_path / "a.npz", tmp_path / "b.npz"]  # self_imitation_round's: each round's successes file
+    save_trajectories_npz(files[0], a)
+    save_trajectories_npz(files[1], b)
+    from_files = pipe.sft_trajectories(files)
+    ref = pipe.sft_trajectories([load_trajectories_npz(f) for f in files])
+    for field in ("images", "states", "actions", "episode_index", "frame_index", "env_states", "episode_weights"):
+        assert np.array_equal(getattr(from_files, field), getattr(ref, field)), field
+    assert from_files.instructions == ref.instructions and from_files.wrist_images is None
     pipe.train_sft(tmp_path / "list", extra=[a, b])
     pipe.train_sft(tmp_path / "one", extra=Trajectories.concat([a, b]))
     pipe.train_sft(tmp_path / "gen", extra=(t for t in (a, b)))  # self_imitation_round's: loaded as reached

@@ -342,9 +342,10 @@ def save_trajectories_npz(path: str | Path, traj: Trajectories) -> None:
     atomic_write(Path(path), write)
 
 
-def load_trajectories_npz(path: str | Path) -> Trajectories:
-    """The :class:`Trajectories` written by :func:`save_trajectories_npz`. A missing, unreadable or
-    incomplete file is a one-line DatasetError."""
+def load_trajectories_npz(path: str | Path, frames: bool = True) -> Trajectories:
+    """The :class:`Trajectories` written by :func:`save_trajectories_npz` (``frames=False``: without
+    decompressing the frames, which become :meth:`Trajectories.without_frames`' placeholder). A missing,
+    unreadable or incomplete file is a one-line DatasetError."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path} not found; expected a trajectories .npz (e.g. RUN/round_1/rollouts.npz)")
@@ -355,10 +356,11 @@ def load_trajectories_npz(path: str | Path) -> Trajectories:
         raise DatasetError(f"{path} is not a readable trajectories .npz ({type(e).__name__}: {e})") from e
     if missing:
         raise DatasetError(f"{path} lacks {', '.join(missing)}; expected a file written by save_trajectories_npz")
+    states = z["states"]
     return Trajectories(
-        images=z["images"],
+        images=z["images"] if frames else np.broadcast_to(np.zeros((1, 1, 1, 3), np.uint8), (len(states), 1, 1, 3)),
         wrist_images=None,
-        states=z["states"],
+        states=states,
         actions=z["actions"],
         rewards=z["rewards"],
         successes=z["successes"],
@@ -371,6 +373,79 @@ def load_trajectories_npz(path: str | Path) -> Trajectories:
         env_states=z["env_states"] if "env_states" in z.files else None,
     )
 
+
+def concat_with_npz(head: Trajectories, paths: Sequence[str | Path]) -> Trajectories:
+    """``Trajectories.concat([head, *(load_trajectories_npz(p) for p in paths)])``, with each file's frames
+    decompressed straight into the result's: while it runs, memory holds the result's frames and ``head``'s,
+    never a file's (loading the files first holds all of theirs beside the result: e.g. a fifth
+    self-imitation round's successes, about 1.9 GB). The files' frames must have ``head``'s size (a one-line
+    DatasetError naming the file otherwise, raised before anything is allocated)."""
+    paths = [Path(p) for p in paths]
+    size = head.images.shape[1:]
+    light = []
+    for p in paths:
+        t = load_trajectories_npz(p, frames=False)
+        shape = _npz_member_shape(p, "images")
+        if shape != (t.num_frames, *size):
+            raise DatasetError(
+                f"{p} holds frames of shape {shape}; expected ({t.num_frames}, {', '.join(map(str, size))}) "
+                "to concatenate with the other episodes"
+            )
+        light.append(t)
+    out = Trajectories.concat([head.without_frames(), *light])
+    images = np.empty((out.num_frames, *size), np.uint8)
+    images[: head.num_frames] = head.images
+    row = head.num_frames
+    for p, t in zip(paths, light):
+        _read_npz_member_into(p, "images", images[row : row + t.num_frames])
+        row += t.num_frames
+    return replace(out, images=images)
+
+
+_NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _npz_member_header(f: Any, path: Path, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of the .npy member open in ``f`` (positioned at its start; left at its data)."""
+    version = np.lib.format.read_magic(f)
+    if version not in _NPY_HEADER_READERS:
+        raise DatasetError(f"{path}: member {name} is in .npy format {version}; expected 1.0 or 2.0")
+    shape, fortran, dtype = _NPY_HEADER_READERS[version](f)
+    if fortran or dtype != np.uint8:
+        raise DatasetError(f"{path}: member {name} is {dtype} (Fortran order: {fortran}); expected C-order uint8")
+    return tuple(int(d) for d in shape), dtype
+
+
+def _npz_member_shape(path: Path, name: str) -> tuple[int, ...]:
+    """The shape of uint8 array ``name`` in the ``.npz`` at ``path``, read from its header alone."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(f"{name}.npy") as f:
+            return _npz_member_header(f, path, name)[0]
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+        raise DatasetError(f"{path}: cannot read the header of {name} ({type(e).__name__}: {e})") from e
+
+
+def _read_npz_member_into(path: Path, name: str, out: np.ndarray, chunk: int = 1 << 24) -> None:
+    """Decompress uint8 array ``name`` of the ``.npz`` at ``path`` into the C-contiguous ``out`` (its shape),
+    ``chunk`` bytes at a time: no copy of the whole array is made."""
+    import zipfile
+    import zlib
+
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(f"{name}.npy") as f:
+            shape, _ = _npz_member_header(f, path, name)
+            if shape != out.shape:
+                raise DatasetError(f"{path}: {name} has shape {shape}; expected {out.shape}")
+            view, got = memoryview(out).cast("B"), 0
+            while got < len(view):
+                n = f.readinto(view[got : got + chunk])
+                if not n:
+                    raise DatasetError(f"{path}: {name} ends after {got} of {len(view)} bytes (truncated file?)")
+                got += n
+    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, OSError) as e:
+        raise DatasetError(f"{path}: cannot read {name} ({type(e).__name__}: {e}); corrupt file?") from e
 
 def _decode_images(column: list[dict]) -> np.ndarray:
     import cv2
