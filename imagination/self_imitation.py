@@ -18,6 +18,11 @@ instead of GRPO or PPO in the pixel world model:
 3. the run's SFT recipe (``steps`` optimiser steps; None: ``sft.steps``) fine-tunes the current policy on the
    successful demos plus every round's kept successes so far.
 
+Each round also sets its world against the simulator start by start for the policy it collects with
+(:func:`world_vs_real_on_eval_starts`, ``round_R/world_vs_real.json`` and the round's marker): how many of the
+world's successes are real, per task, on the run's own evaluation starts (``benchmarks.world_vs_real`` reads
+them over runs and rounds).
+
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
 """
@@ -34,6 +39,8 @@ from wmrl.errors import ConfigError
 #: the round's policy-rollout file of round 0 (``round_0/<this>``), and each round's kept successes
 POLICY_ROLLOUTS = "policy_rollouts.npz"
 SUCCESSES = "successes.npz"
+#: each round's world set against the simulator on the evaluation's starts (:func:`world_vs_real_on_eval_starts`)
+WORLD_CHECK = "world_vs_real.json"
 
 
 @dataclass
@@ -126,7 +133,15 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
                                  found, num_envs=si.num_envs, state_model=model)
         atomic_write_json(record, stats)
     stats = json.loads(record.read_text())
-    overrating = imagined_overrating(stats, pipe.done("eval_sft" if r == 0 else f"round_{r - 1}"))
+    entering = pipe.done("eval_sft" if r == 0 else f"round_{r - 1}")
+    overrating = imagined_overrating(stats, entering)
+    check = out / WORLD_CHECK
+    if not check.is_file():
+        from wmrl.io import atomic_write_json
+
+        atomic_write_json(check, world_vs_real_on_eval_starts(policy, model, pipe.tasks(), entering,
+                                                              pipe.cfg.eval.seed, pipe.env_kwargs()))
+    world_vs_real = json.loads(check.read_text())
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
@@ -146,6 +161,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "imagined_success_last": float(sum(s["finished_success_rate"] * s["finished"] for s in stats.values())
                                        / max(finished, 1)),
         "imagined_overrating_by_task": overrating,
+        "world_vs_real_on_eval_starts": world_vs_real,
         "gated_frac": 0.0,
     }
 
@@ -163,6 +179,64 @@ def imagined_overrating(stats: dict[str, dict[str, float]], entering: dict[str, 
     real = entering.get("eval", entering).get("per_task", {})
     return {t: float(st["finished_success_rate"] - real[t]) for t, st in stats.items()
             if t in real and st.get("finished", 0) > 0}
+
+
+def world_vs_real_on_eval_starts(
+    policy: Any, model: Any, tasks: list[str], entering: dict[str, Any] | None, eval_seed: int, env_kwargs: dict,
+) -> dict[str, dict[str, float | None]]:
+    """The state model's world set against the simulator start by start, for the policy it is about to train:
+    ``policy`` plays with its mean action, as the run's evaluation plays it, in the world of ``model``
+    (:class:`benchmarks._split_worlds.StateModelVectorEnv`) from the starts of the run's evaluation of it
+    (``entering``: the ``eval_sft`` marker, or a round's marker whose ``eval`` block holds the outcomes episode
+    by episode in seed order; episode e of task i starts from seed ``eval_seed + 1000 * i + e``, as
+    :func:`benchmarks.policy_eval.evaluate_policy` seeds it). No real physics step is taken beyond the resets.
+
+    Unlike :func:`imagined_overrating`, both sides play the same starts with the same (noise-free) actions,
+    so the start set's luck cancels and only the world's errors remain.
+
+    Returns per task (and ``all``, pooled): ``episodes``, ``imagined`` and ``real`` success, ``overrating``
+    (imagined - real) and its paired standard error ``overrating_se``, ``false_successes`` (imagined successes
+    the simulator refutes), ``missed_successes``, and ``precision`` (the share of imagined successes that
+    are real; None without any). {} without the marker or its outcomes."""
+    import math
+
+    import numpy as np
+
+    import envs
+    from benchmarks._split_worlds import StateModelVectorEnv
+    from benchmarks.state_model_ranking import episode_successes
+
+    block = None if entering is None else entering.get("eval", entering)
+    outcomes = (block or {}).get("outcomes", {})
+    if not outcomes or any(t not in outcomes for t in tasks):
+        return {}
+    real = {t: np.array([c == "1" for c in outcomes[t]], bool) for t in tasks}
+    eps = {len(v) for v in real.values()}
+    if len(eps) != 1:
+        from wmrl.errors import WmrlError
+
+        raise WmrlError(f"the evaluation's outcomes cover {sorted(eps)} episodes per task; expected one count")
+    n = eps.pop()
+
+    def make_world(task: str, num: int) -> Any:
+        return StateModelVectorEnv(envs.make_vec(task, num, autoreset_mode="same_step", **env_kwargs), model)
+
+    horizon = envs.full_episode_chunks(tasks, policy.chunk_size)
+    imagined = episode_successes(policy, make_world, tasks, n, eval_seed, horizon).reshape(len(tasks), n)
+
+    def row(s: np.ndarray, r: np.ndarray) -> dict[str, float | None]:
+        d = s.astype(float) - r.astype(float)
+        return {
+            "episodes": float(len(s)), "imagined": float(s.mean()), "real": float(r.mean()),
+            "overrating": float(d.mean()),
+            "overrating_se": float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None,
+            "false_successes": float((s & ~r).sum()), "missed_successes": float((~s & r).sum()),
+            "precision": float((s & r).sum() / s.sum()) if s.any() else None,
+        }
+
+    out = {t: row(imagined[i], real[t]) for i, t in enumerate(tasks)}
+    out["all"] = row(imagined.ravel(), np.concatenate([real[t] for t in tasks]))
+    return out
 
 
 def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:
@@ -198,5 +272,7 @@ __all__ = [
     "check_self_imitation_config",
     "fit_round_zero_world",
     "policy_rollouts_for_world",
+    "imagined_overrating",
     "self_imitation_round",
+    "world_vs_real_on_eval_starts",
 ]

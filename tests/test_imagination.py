@@ -1846,8 +1846,9 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     """`self_imitation.enabled=true`: round 0 fits the state model on the demos plus the SFT policy's real
     episodes (their steps are round 0's budget), each round collects in its model's world (no real physics
     beyond resets) and fine-tunes the previous round's policy on the demos plus every round's successes so far;
-    a co-evolution round refits the model on every real episode so far; a finished collection is not played
-    again; what the phase needs is checked before any work."""
+    a co-evolution round refits the model on every real episode so far; each round sets its world against the
+    simulator on the evaluation's own starts of the policy entering it; a finished collection (and check) is not
+    played again; what the phase needs is checked before any work."""
     import benchmarks.self_imitation as bsi
     from imagination.pipeline import Pipeline, load_run_config, round_object_dynamics
     from policies import load_policy
@@ -1895,6 +1896,22 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
         col["finished_success_rate"] - pipe.done("eval_sft")["per_task"]["PushCube-v0"])
     assert r0["successes_kept"] == kept0 and (root / "round_0" / "successes.npz").is_file() == (kept0 > 0)
     assert r0["episodes_cloned"] == demos_ok + kept0 and r0["fine_tune_steps"] == 3
+    # the world against the simulator on the evaluation's own starts, start by start: its real side is the
+    # evaluation's outcomes, which the same seeds reproduce
+    import envs
+    from benchmarks.state_model_ranking import episode_successes
+
+    wr, ev = r0["world_vs_real_on_eval_starts"], pipe.done("eval_sft")
+    assert wr == json.loads((root / "round_0" / "world_vs_real.json").read_text())
+    push = wr["PushCube-v0"]
+    assert push["episodes"] == 2 and push["real"] == ev["per_task"]["PushCube-v0"]
+    assert push["overrating"] == pytest.approx(push["imagined"] - push["real"]) and wr["all"]["episodes"] == 2
+    assert push["false_successes"] - push["missed_successes"] == pytest.approx(2 * push["overrating"])
+    sft_pol = pipe.policy_after(-1)
+    again_real = episode_successes(
+        sft_pol, lambda t, n: envs.make_vec(t, n, autoreset_mode="same_step", **pipe.env_kwargs()), ["PushCube-v0"],
+        2, cfg.eval.seed, envs.full_episode_chunks(["PushCube-v0"], sft_pol.chunk_size))
+    assert "".join(str(int(x)) for x in again_real) == ev["outcomes"]["PushCube-v0"]
     sft, pol0 = pipe.policy_after(-1), pipe.policy_after(0)
     assert any(not torch.equal(a, b) for a, b in zip(sft.state_dict().values(), pol0.state_dict().values()))
     same = load_policy(root / "round_0" / "self_imitation" / "policy")
@@ -1915,15 +1932,36 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert episodes_fitted(1) == demos.num_episodes + 4 + rollouts.num_episodes
     assert r1["real_env_steps"] == r1["env_steps"] > 0  # the round's real rollouts; its collection took none
 
+    # benchmarks.world_vs_real reads the rounds' checks back; refit_checks sets round 1's own policy against its
+    # world as it is (0 fresh episodes) and fine-tuned on 2 fresh real episodes of it
+    from benchmarks.world_vs_real import main as world_vs_real_main
+    from benchmarks.world_vs_real import refit_checks
+    from imagination.self_imitation import world_vs_real_on_eval_starts
+
+    assert world_vs_real_main(["--runs", str(root), "--no-progress", "--out", str(tmp_path / "wvr.json")]) == 0
+    wvr = json.loads((tmp_path / "wvr.json").read_text())
+    assert wvr["rounds"] == [0, 1] and wvr["per_run"][str(root)]["1"] == r1["world_vs_real_on_eval_starts"]
+    assert wvr["by_round"]["0"]["PushCube-v0"]["imagined"] == wr["PushCube-v0"]["imagined"]
+    rc = refit_checks(root, 1, [0, 2])
+    as_is = world_vs_real_on_eval_starts(pipe.policy_after(1), ObjectDynamics.from_pretrained(round_object_dynamics(root, 1)),
+                                         ["PushCube-v0"], r1, cfg.eval.seed, pipe.env_kwargs())
+    assert {k: v for k, v in rc["0"].items() if k in as_is} == as_is and rc["0"]["real_env_steps"] == 0
+    assert rc["2"]["real_env_steps"] > 0 and rc["2"]["PushCube-v0"]["real"] == r1["eval"]["per_task"]["PushCube-v0"]
+
     # a finished collection is read back, not played again
     def no_play(*a, **k):
         raise AssertionError("collected again")
 
     monkeypatch.setattr(bsi, "collect_successes", no_play)
+    import benchmarks.state_model_ranking as bsmr
+
+    monkeypatch.setattr(bsmr, "episode_successes", no_play)  # nor is the world's check
     from imagination.self_imitation import self_imitation_round
 
     again = self_imitation_round(pipe, 1, root / "round_1", round_object_dynamics(root, 1))
     assert again["self_imitation"] == r1["self_imitation"]
+    assert again["world_vs_real_on_eval_starts"] == r1["world_vs_real_on_eval_starts"]
+    assert r1["world_vs_real_on_eval_starts"]["PushCube-v0"]["real"] == r0["eval"]["per_task"]["PushCube-v0"]
 
     with pytest.raises(ConfigError, match="set object_dynamics.enabled=true object_dynamics.arm=true"):
         load_run_config([*si[:1]], "run_quick")

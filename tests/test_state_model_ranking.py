@@ -13,6 +13,7 @@ import envs
 from benchmarks._split_worlds import StateModelVectorEnv
 from benchmarks.state_model_ranking import episode_successes, load_pixel, pixel_readings
 from benchmarks.wm_policy_ranking import NoisyPolicy, RandomPolicy, resolved_pairs
+from imagination.self_imitation import world_vs_real_on_eval_starts
 from policies.vla.modeling_vla import VLAConfig, VLAPolicy
 from wmrl.errors import WmrlError
 from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
@@ -170,3 +171,26 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == ("error: --policy mine: image_size=32, action_dim=7; the run's env has "
                                                "image_size=64, action_dim=7")
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "config.yaml").exists()
+
+
+def test_world_vs_real_sets_each_start_of_the_world_against_the_evaluations_outcome():
+    """Cubes that rise 3 cm a step meet LiftCube's rule at every start and PushCube's at none: against real
+    outcomes 010 and 110 the world over-rates LiftCube by 2/3 with two false successes (precision 1/3) and
+    under-rates PushCube by 2/3 with two missed ones (no imagined success: no precision); pooled the same."""
+    entering = {"eval": {"per_task": {"LiftCube-v0": 1 / 3, "PushCube-v0": 2 / 3},
+                         "outcomes": {"LiftCube-v0": "010", "PushCube-v0": "110"}}}
+    res = world_vs_real_on_eval_starts(RandomPolicy(chunk_size=4, image_size=64), _lift(3.0), TASKS, entering,
+                                       eval_seed=5, env_kwargs={"max_episode_steps": 8})
+    lift, push, both = res["LiftCube-v0"], res["PushCube-v0"], res["all"]
+    assert (lift["imagined"], lift["real"], lift["false_successes"], lift["missed_successes"]) == (1.0, 1 / 3, 2, 0)
+    assert lift["overrating"] == pytest.approx(2 / 3) and lift["precision"] == pytest.approx(1 / 3)
+    assert lift["overrating_se"] == pytest.approx(0.3333, abs=1e-3)  # d = (1, 0, 1): sd 0.577 / sqrt(3)
+    assert (push["imagined"], push["missed_successes"], push["precision"]) == (0.0, 2, None)
+    assert push["overrating"] == pytest.approx(-2 / 3)
+    assert both["episodes"] == 6 and both["overrating"] == pytest.approx(0.0) and both["precision"] == pytest.approx(1 / 3)
+    # an evaluation without outcomes episode by episode, or none at all, gives nothing to set against
+    assert world_vs_real_on_eval_starts(None, None, TASKS, {"per_task": {}}, 5, {}) == {}
+    assert world_vs_real_on_eval_starts(None, None, TASKS, None, 5, {}) == {}
+    with pytest.raises(WmrlError, match=r"cover \[2, 3\] episodes per task"):
+        world_vs_real_on_eval_starts(None, None, TASKS, {"outcomes": {"LiftCube-v0": "01", "PushCube-v0": "110"}},
+                                     5, {})

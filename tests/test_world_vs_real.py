@@ -1,0 +1,35 @@
+"""benchmarks.world_vs_real: each self-imitation round's world set against the simulator on the evaluation's own
+starts (the check itself: test_state_model_ranking.py; on a run: the self-imitation pipeline test)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.world_vs_real import main, pool
+
+
+def test_pool_sums_episodes_and_combines_standard_errors():
+    a = {"episodes": 100.0, "imagined": 0.3, "real": 0.2, "overrating": 0.1, "overrating_se": 0.03,
+         "false_successes": 15.0, "missed_successes": 5.0, "precision": 0.5}
+    b = {"episodes": 100.0, "imagined": 0.5, "real": 0.2, "overrating": 0.3, "overrating_se": 0.04,
+         "false_successes": 30.0, "missed_successes": 0.0, "precision": 0.4}
+    p = pool([a, b])
+    assert p["episodes"] == 200 and p["imagined"] == pytest.approx(0.4) and p["overrating"] == pytest.approx(0.2)
+    assert p["overrating_se"] == pytest.approx(0.025)  # sqrt(0.03^2 + 0.04^2) / 2
+    assert p["false_successes"] == 45 and p["precision"] == pytest.approx((80 - 45) / 80)
+
+
+def test_cli_refuses_a_folder_that_is_not_a_run_and_rounds_it_lacks(tmp_path, capsys):
+    assert main(["--runs", str(tmp_path / "nope"), "--out", str(tmp_path / "o.json")]) == 2
+    assert "is not a wmrl run folder" in capsys.readouterr().err
+    run = tmp_path / "run"
+    (run / "stages").mkdir(parents=True)
+    (run / "round_0").mkdir()
+    (run / "round_0" / "self_imitation_collection.json").write_text(json.dumps({}))
+    assert main(["--runs", str(run), "--rounds", "0", "3", "--out", str(tmp_path / "o.json")]) == 2
+    assert "has self-imitation rounds [0]; asked for [3]" in capsys.readouterr().err
+    assert main(["--runs", str(run), "--refit-episodes", "0", "--out", str(tmp_path / "o.json")]) == 2
+    assert "--refit-episodes [0]: expected counts >= 0, one of them > 0" in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
