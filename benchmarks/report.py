@@ -638,6 +638,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "wall time (s) of the two runs; SFT -> RL in imagination -> co-evolution rounds; real RL",
      lambda d: f"{_fmt(d['wall_time_s'])} / {_fmt(d['repeat_wall_time_s'])}; {_main_job(d).split('; ', 1)[1]}",
      "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s77.json", "the same command on the 2-core AVX2-only machine, code of session 76 "
+     "(runs/s77/default: a world-model step 0.59 s on one thread, so the 900 s cap stopped it at 1,562 of 2,000 "
+     "steps; SFT 885 s)", _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s75.json", "the same command on the 2-core AVX2-only machine on a slow day, code of "
      "session 74 (runs/s75/default: a world-model step 0.64 s on one thread against 0.36-0.41 s in session 42, so "
      "the 900 s cap stopped it at 1,435 of 2,000 steps; SFT 957 s against 661-672 s)", _main_job, "<= 1,800 (30 min)"),
