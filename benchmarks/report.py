@@ -1212,6 +1212,24 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_lifts(d, 'si_r5warm', 'real_rl_r5')}; {_extra_pair(d, 'si_r5warm', 'si_main')} / "
      f"{_extra_pair(d, 'si_r5warm', 'si_r4warm')} / {_extra_pair(d, 'si_r5warm', 'real_rl_r5')}",
      ">= +0.05 over round 0"),
+    ("world_vs_real_self_imitation_s77.json", "session 77: same runs, each round's state-model world against the "
+     "simulator start by start, for the policy entering the round, on the run's own evaluation starts "
+     "(benchmarks.world_vs_real; 1,800 episodes a round): world / simulator success at round 0 and round 5; "
+     "over-rating at rounds 0 / 1 / 2 / 3 / 4 / 5",
+     lambda d: f"{_fmt(_get(d, 'by_round.0.all.imagined'))} / {_fmt(_get(d, 'by_round.0.all.real'))} and "
+     f"{_fmt(_get(d, 'by_round.5.all.imagined'))} / {_fmt(_get(d, 'by_round.5.all.real'))}; "
+     + " / ".join(f"{_get(d, f'by_round.{r}.all.overrating'):+.3f}" for r in range(6)), ""),
+    ("world_vs_real_self_imitation_s77.json", "same: share of the world's successes that are real, rounds 0-5 pooled: "
+     "PushCube / PushCubeSpatial / LiftCube / PlaceInBowl / PlaceInSpatialBowl / StackCube",
+     lambda d: " / ".join(_fmt(_get(d, f"by_task.{t}.precision")) for t in (
+         "PushCube-v0", "PushCubeSpatial-v0", "LiftCube-v0", "PlaceInBowl-v0", "PlaceInSpatialBowl-v0", "StackCube-v0")),
+     ""),
+    ("world_vs_real_self_imitation_s77.json", "same: round 5's world fine-tuned as round 6 would on 0 / 24 / 240 / 720 "
+     "fresh real episodes of round 5's policy (up to 28k real steps per run), against that policy: over-rating",
+     lambda d: " / ".join(f"{_get(d, f'refit.pooled.{n}.all.overrating'):+.3f}" for n in (0, 24, 240, 720)), ""),
+    ("world_vs_real_self_imitation_s77.json", "same: the evaluation's real outcomes the same seeds reproduce in the "
+     "simulator (SFT, per run, of 600)",
+     lambda d: " / ".join(_fmt(v["reproduced"]) for v in (d.get("real_reproduced") or {}).values()), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
