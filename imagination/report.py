@@ -37,6 +37,9 @@ def collect_results(pipe: Any) -> dict[str, Any]:
         },
         "ci95": {"sft": sft.get("ci95"), **{f"round_{i}": r["eval"].get("ci95") for i, r in enumerate(rs)}},
     }
+    checks = [r.get("world_vs_real_on_eval_starts", {}).get("all") for r in rs]
+    if any(checks):  # self-imitation rounds: each world against the simulator on the entering policy's starts
+        out["world_vs_real_by_round"] = checks
     if real is not None:
         out["real_rl_same_budget_success"] = real["eval"]["success"]
         out["real_rl_env_steps"] = real["real_env_steps"]
@@ -155,11 +158,32 @@ def results_table(res: dict[str, Any]) -> str:
         "or PPO update moves it by at most `rl.max_kl` (the trust region; 0: unbounded): a phase with few updates "
         "is close to the policy it started from.",
         "",
+        *world_check_lines(res.get("world_vs_real_by_round")),
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
         f"Wall time of all stages: {res['wall_time_s']:.0f} s"
         + (f" (CPU time {res['cpu_time_s']:.0f} s)" if "cpu_time_s" in res else ""),
     ]
     return "\n".join(lines) + "\n"
+
+
+def world_check_lines(checks: list[dict[str, Any] | None] | None) -> list[str]:
+    """The report's lines on how far each self-imitation round's world rated the policy it trained against the
+    simulator, start by start on the run's evaluation starts (the rounds' ``world_vs_real_on_eval_starts``;
+    none without them)."""
+    if not checks or not any(checks):
+        return []
+    rows = [
+        f"round {r}: {c['imagined']:.3f} / {c['real']:.3f} ({c['overrating']:+.3f}; {int(c['false_successes'])} / "
+        f"{int(c['missed_successes'])})"
+        for r, c in enumerate(checks) if c
+    ]
+    return [
+        "How far each round's state-model world flatters the policy it trains (that policy with its mean action in "
+        "the world, set against its real evaluation start by start: world / simulator success (over-rating; false / "
+        "missed successes); `world_vs_real_on_eval_starts` per task in `stages/round_R.json`): " + "; ".join(rows)
+        + ". The kept successes of a world that over-rates hold false ones.",
+        "",
+    ]
 
 
 def success_plot(res: dict[str, Any], path: Path) -> None:

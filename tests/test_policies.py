@@ -533,6 +533,10 @@ def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     assert "| co-evolution round 1 | 0.400 |  | 96 |  |" in results_table(res)
     si = results_table({**res, "imagination_phase": "self_imitation", "rl_iterations_by_round": [None, None]})
     assert f"| self-imitation in the state model's world (round 0) | 0.750 | +0.250 [{lo:+.3f}, {hi:+.3f}] | 0 |  |" in si
+    assert "flatters" not in si  # no round recorded its world's check
+    check = {"imagined": 0.6, "real": 0.5, "overrating": 0.1, "false_successes": 12.0, "missed_successes": 2.0}
+    si = results_table({**res, "imagination_phase": "self_imitation", "world_vs_real_by_round": [None, check]})
+    assert "round 1: 0.600 / 0.500 (+0.100; 12 / 2)" in si and "round 0:" not in si
     from benchmarks.imagination_lift import mean_paired_lifts
 
     seeds = [{"round_0": {"diff": 0.1, "se": 0.03}, "real_rl": {"diff": 0.0, "se": 0.02}},
