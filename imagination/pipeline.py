@@ -664,6 +664,7 @@ class Pipeline:
         extra: Any = None,
         init: Path | None = None,
         num_threads: int | None = None,
+        drop_tasks: Any = (),
     ) -> dict:
         """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
@@ -674,7 +675,8 @@ class Pipeline:
         their frames in memory while SFT trains, where a list of datasets keeps its own too. ``init``: a
         saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
         default a fresh initialisation). ``num_threads``: torch threads of the training (None: the
-        run's ``num_threads``). Resumes from ``out/checkpoints``."""
+        run's ``num_threads``). ``drop_tasks``: task ids whose episodes in ``extra`` are left out (the demos
+        are kept whole). Resumes from ``out/checkpoints``."""
         from policies.train import TrainPolicyConfig, train_policy
         from policies.vla.configuration_vla import VLAConfig
         from wmrl.config import to_dataclass
@@ -691,19 +693,20 @@ class Pipeline:
             **({} if init is None else {"init": str(init)}),
         )
         # passed without a local name: train_policy holds the only reference to the concatenation
-        _, summary = train_policy(tc, self.sft_trajectories(extra), progress=self.progress)
+        _, summary = train_policy(tc, self.sft_trajectories(extra, drop_tasks), progress=self.progress)
         return {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in summary.items()
             if isinstance(v, (int, float, str, bool, Path))
         }
 
-    def sft_trajectories(self, extra: Any = None) -> Any:
+    def sft_trajectories(self, extra: Any = None, drop_tasks: Any = ()) -> Any:
         """The episodes SFT clones: the demos (only the successful ones with ``sft_successful_only``) plus
         ``extra`` (a ``wmrl.data.Trajectories``, an iterable of them, a list of paths to files written by
         ``wmrl.data.save_trajectories_npz``, or None), concatenated once. A generator's episodes are loaded
         for the concatenation only: none of them outlives it. Files' frames are decompressed straight into
-        the concatenation (``wmrl.data.concat_with_npz``), so no file's frames are held beside it."""
+        the concatenation (``wmrl.data.concat_with_npz``), so no file's frames are held beside it.
+        ``drop_tasks``: task ids whose episodes in ``extra`` are left out."""
         from wmrl.data import Trajectories, concat_with_npz
 
         traj = self.trajectories()
@@ -716,9 +719,15 @@ class Pipeline:
             traj = traj.select_episodes(ok)
         if extra is None:
             return traj
+        drop = set(drop_tasks)
         if isinstance(extra, (list, tuple)) and extra and all(isinstance(e, (str, Path)) for e in extra):
-            return concat_with_npz(traj, extra)
-        return Trajectories.concat([traj, *([extra] if isinstance(extra, Trajectories) else extra)])
+            return concat_with_npz(traj, extra, drop_tasks=drop)
+
+        def without(t: Trajectories) -> Trajectories:
+            ok = [i for i, task in enumerate(t.episode_task_ids()) if task not in drop]
+            return t if len(ok) == t.num_episodes else t.select_episodes(ok)
+
+        return Trajectories.concat([traj, *(without(t) for t in ([extra] if isinstance(extra, Trajectories) else extra))])
 
     def evaluate(self, policy: Any, name: str) -> dict:
         return evaluate_in_sim(policy, self.cfg, self.run.videos / name, self.progress)

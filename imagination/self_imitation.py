@@ -57,6 +57,10 @@ class SelfImitationConfig:
         policy_episodes: real episodes of the SFT policy that round 0's state model is fitted on beside the
             demos (0: the demos alone), so the world knows the policy's own contacts.
         num_envs: sub-envs a task is collected in.
+        min_precision: a round clones none of the kept successes (its own or earlier rounds') of a task whose
+            precision in the round's world check (:func:`world_vs_real_on_eval_starts`: the share of the world's
+            successes the simulator confirms, on the evaluation's starts of the policy entering the round) is
+            below this; a task the world counts no success of there is kept. None: no gate.
     """
 
     enabled: bool = False
@@ -66,6 +70,7 @@ class SelfImitationConfig:
     steps: int | None = None
     policy_episodes: int = 720
     num_envs: int = 16
+    min_precision: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -79,6 +84,9 @@ class SelfImitationConfig:
             raise ConfigError(f"self_imitation.steps={self.steps} must be >= 1 or null (sft.steps)")
         if int(self.policy_episodes) < 0:
             raise ConfigError(f"self_imitation.policy_episodes={self.policy_episodes} must be >= 0")
+        if self.min_precision is not None and (isinstance(self.min_precision, bool)
+                                               or not 0.0 < float(self.min_precision) <= 1.0):
+            raise ConfigError(f"self_imitation.min_precision={self.min_precision!r}; expected a number in (0, 1] or null")
 
 
 def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
@@ -142,11 +150,12 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         atomic_write_json(check, world_vs_real_on_eval_starts(policy, model, pipe.tasks(), entering,
                                                               pipe.cfg.eval.seed, pipe.env_kwargs()))
     world_vs_real = json.loads(check.read_text())
+    gated = gated_tasks(world_vs_real, si.min_precision)
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
     # every round's successes decompressed straight into the concatenation: it alone holds their frames
-    train = pipe.train_sft(out / "self_imitation", steps, extra=kept or None, init=start)
+    train = pipe.train_sft(out / "self_imitation", steps, extra=kept or None, init=start, drop_tasks=gated)
     pol = load_policy(out / "self_imitation" / "policy", map_location=str(pipe.device))
     pol.save_pretrained(out / "policy")
     finished = sum(s["finished"] for s in stats.values())
@@ -162,6 +171,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
                                        / max(finished, 1)),
         "imagined_overrating_by_task": overrating,
         "world_vs_real_on_eval_starts": world_vs_real,
+        "gated_tasks": gated,
         "gated_frac": 0.0,
     }
 
@@ -239,6 +249,16 @@ def world_vs_real_on_eval_starts(
     return out
 
 
+def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None) -> list[str]:
+    """The tasks of a round's world check (:func:`world_vs_real_on_eval_starts`) whose precision is below
+    ``min_precision``: the round clones none of their kept successes. A task without imagined successes there
+    (precision None) is kept; none without a gate or a check."""
+    if min_precision is None:
+        return []
+    return [t for t, row in check.items() if t != "all" and row.get("precision") is not None
+            and row["precision"] < float(min_precision)]
+
+
 def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:
     """Round 0's state model: with ``policy_episodes`` > 0, the run's object dynamics fitted on the demos
     plus the SFT policy's real episodes (:func:`policy_rollouts_for_world`) into ``out/object_dynamics``
@@ -272,6 +292,7 @@ __all__ = [
     "check_self_imitation_config",
     "fit_round_zero_world",
     "policy_rollouts_for_world",
+    "gated_tasks",
     "imagined_overrating",
     "self_imitation_round",
     "world_vs_real_on_eval_starts",

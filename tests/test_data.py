@@ -361,6 +361,16 @@ def test_concat_with_npz_fills_the_files_frames_in_place_as_concat_of_the_loaded
         assert a.dtype == b.dtype and np.array_equal(a, b), name
     assert got.instructions == ref.instructions and got.task_ids == ref.task_ids
     assert got.images.flags.c_contiguous and got.images.flags.writeable
+    # leaving a task's episodes out: as if they had never been in the files
+    t0, t1 = (load_trajectories_npz(p) for p in paths)
+    task = t0.episode_task_ids()[0]
+    kept = [x.select_episodes([i for i, k in enumerate(x.episode_task_ids()) if k != task]) for x in (t0, t1)]
+    ref = Trajectories.concat([head, *kept])
+    got = concat_with_npz(head, paths, drop_tasks={task})
+    assert got.num_episodes == ref.num_episodes < 6 and task not in got.episode_task_ids()[3:]
+    for name in ("images", "states", "actions", "episode_index", "frame_index", "env_states"):
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    assert got.instructions == ref.instructions
     small = np.empty_like(load_trajectories_npz(paths[1]).images)
     _read_npz_member_into(paths[1], "images", small, chunk=1000)  # 1000 bytes: not a whole number of frames
     np.testing.assert_array_equal(small, load_trajectories_npz(paths[1]).images)

@@ -1902,7 +1902,7 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     from benchmarks.state_model_ranking import episode_successes
 
     wr, ev = r0["world_vs_real_on_eval_starts"], pipe.done("eval_sft")
-    assert wr == json.loads((root / "round_0" / "world_vs_real.json").read_text())
+    assert wr == json.loads((root / "round_0" / "world_vs_real.json").read_text()) and r0["gated_tasks"] == []
     push = wr["PushCube-v0"]
     assert push["episodes"] == 2 and push["real"] == ev["per_task"]["PushCube-v0"]
     assert push["overrating"] == pytest.approx(push["imagined"] - push["real"]) and wr["all"]["episodes"] == 2
@@ -2280,6 +2280,9 @@ def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp
     for field in ("images", "states", "actions", "episode_index", "frame_index", "env_states", "episode_weights"):
         assert np.array_equal(getattr(from_files, field), getattr(ref, field)), field
     assert from_files.instructions == ref.instructions and from_files.wrist_images is None
+    for given in (files, [a, b]):  # self-imitation's gate leaves a task's successes out, the demos whole
+        only_demos = pipe.sft_trajectories(given, drop_tasks={"PushCube-v0"})
+        assert only_demos.num_episodes == base.num_episodes and np.array_equal(only_demos.images, base.images)
     pipe.train_sft(tmp_path / "list", extra=[a, b])
     pipe.train_sft(tmp_path / "one", extra=Trajectories.concat([a, b]))
     pipe.train_sft(tmp_path / "gen", extra=(t for t in (a, b)))  # self_imitation_round's: loaded as reached

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from benchmarks.world_vs_real import main, pool
+from imagination.self_imitation import SelfImitationConfig, gated_tasks
+from wmrl.errors import ConfigError
 
 
 def test_pool_sums_episodes_and_combines_standard_errors():
@@ -33,3 +35,16 @@ def test_cli_refuses_a_folder_that_is_not_a_run_and_rounds_it_lacks(tmp_path, ca
     assert main(["--runs", str(run), "--refit-episodes", "0", "--out", str(tmp_path / "o.json")]) == 2
     assert "--refit-episodes [0]: expected counts >= 0, one of them > 0" in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_min_precision_gates_the_tasks_whose_world_successes_are_mostly_false():
+    """self_imitation.min_precision: a round clones no successes of a task whose precision in the round's check
+    is below it; a task the world counts no success of (precision None) and the pooled row are never gated."""
+    check = {"PushCube-v0": {"precision": 0.3}, "LiftCube-v0": {"precision": 0.9},
+             "StackCube-v0": {"precision": None}, "all": {"precision": 0.2}}
+    assert gated_tasks(check, 0.5) == ["PushCube-v0"]
+    assert gated_tasks(check, None) == [] and gated_tasks({}, 0.5) == []
+    assert gated_tasks(check, 1.0) == ["PushCube-v0", "LiftCube-v0"]
+    for bad in (0.0, 1.5, True):
+        with pytest.raises(ConfigError, match="self_imitation.min_precision=.*expected a number in \\(0, 1\\]"):
+            SelfImitationConfig(min_precision=bad)

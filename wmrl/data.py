@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -374,15 +374,18 @@ def load_trajectories_npz(path: str | Path, frames: bool = True) -> Trajectories
     )
 
 
-def concat_with_npz(head: Trajectories, paths: Sequence[str | Path]) -> Trajectories:
+def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks: Collection[str] = ()) -> Trajectories:
     """``Trajectories.concat([head, *(load_trajectories_npz(p) for p in paths)])``, with each file's frames
     decompressed straight into the result's: while it runs, memory holds the result's frames and ``head``'s,
     never a file's (loading the files first holds all of theirs beside the result: e.g. a fifth
     self-imitation round's successes, about 1.9 GB). The files' frames must have ``head``'s size (a one-line
-    DatasetError naming the file otherwise, raised before anything is allocated)."""
+    DatasetError naming the file otherwise, raised before anything is allocated). ``drop_tasks``: task ids whose
+    episodes in the files are left out (a file that holds some is decompressed whole, then its other episodes'
+    frames copied: one file's frames are held for that moment)."""
     paths = [Path(p) for p in paths]
     size = head.images.shape[1:]
-    light = []
+    drop = set(drop_tasks)
+    light, rows = [], []
     for p in paths:
         t = load_trajectories_npz(p, frames=False)
         shape = _npz_member_shape(p, "images")
@@ -391,13 +394,22 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path]) -> Trajecto
                 f"{p} holds frames of shape {shape}; expected ({t.num_frames}, {', '.join(map(str, size))}) "
                 "to concatenate with the other episodes"
             )
-        light.append(t)
+        ok = [i for i, task in enumerate(t.episode_task_ids()) if task not in drop]
+        whole = len(ok) == t.num_episodes
+        rows.append(None if whole else np.concatenate([np.arange(*t.episode_bounds[i]) for i in ok] or [[]]).astype(int))
+        light.append(t if whole else t.select_episodes(ok))
     out = Trajectories.concat([head.without_frames(), *light])
     images = np.empty((out.num_frames, *size), np.uint8)
     images[: head.num_frames] = head.images
     row = head.num_frames
-    for p, t in zip(paths, light):
-        _read_npz_member_into(p, "images", images[row : row + t.num_frames])
+    for p, t, keep in zip(paths, light, rows):
+        if keep is None:
+            _read_npz_member_into(p, "images", images[row : row + t.num_frames])
+        elif len(keep):
+            whole = np.empty((_npz_member_shape(p, "images")), np.uint8)
+            _read_npz_member_into(p, "images", whole)
+            images[row : row + t.num_frames] = whole[keep]
+            del whole
         row += t.num_frames
     return replace(out, images=images)
 
