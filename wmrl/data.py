@@ -395,9 +395,9 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks:
                 "to concatenate with the other episodes"
             )
         ok = [i for i, task in enumerate(t.episode_task_ids()) if task not in drop]
-        whole = len(ok) == t.num_episodes
-        rows.append(None if whole else np.concatenate([np.arange(*t.episode_bounds[i]) for i in ok] or [[]]).astype(int))
-        light.append(t if whole else t.select_episodes(ok))
+        every = len(ok) == t.num_episodes
+        rows.append(None if every else np.concatenate([np.arange(*t.episode_bounds[i]) for i in ok] or [[]]).astype(int))
+        light.append(t if every else t.select_episodes(ok))
     out = Trajectories.concat([head.without_frames(), *light])
     images = np.empty((out.num_frames, *size), np.uint8)
     images[: head.num_frames] = head.images
@@ -405,11 +405,11 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks:
     for p, t, keep in zip(paths, light, rows):
         if keep is None:
             _read_npz_member_into(p, "images", images[row : row + t.num_frames])
-        elif len(keep):
-            whole = np.empty((_npz_member_shape(p, "images")), np.uint8)
-            _read_npz_member_into(p, "images", whole)
-            images[row : row + t.num_frames] = whole[keep]
-            del whole
+        elif len(keep):  # some of its episodes are left out: the file's frames, then the others' rows
+            frames = np.empty(_npz_member_shape(p, "images"), np.uint8)
+            _read_npz_member_into(p, "images", frames)
+            images[row : row + t.num_frames] = frames[keep]
+            del frames
         row += t.num_frames
     return replace(out, images=images)
 
