@@ -1230,6 +1230,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("world_vs_real_self_imitation_s77.json", "same: the evaluation's real outcomes the same seeds reproduce in the "
      "simulator (SFT, per run, of 600)",
      lambda d: " / ".join(_fmt(v["reproduced"]) for v in (d.get("real_reproduced") or {}).values()), ""),
+    ("paired_self_imitation_gate_s77.json", "session 77: same runs, a sixth warm round with the precision gate "
+     "(self_imitation.min_precision=0.5: no successes cloned of a task whose world check counts under half real) and "
+     "without it (the control), from copies of si_r5warm; own 600 starts, paired start by start: differences [95% CI]",
+     lambda d: _pairs(d, ["r6gate - r6warm", "r6gate - round_0", "r6warm - round_0", "r6gate - r5warm", "r6gate - sft"]),
+     ">= +0.05 over round 0"),
+    ("policy_compare_self_imitation_gate_s77.json", "same runs, 600 held-out episodes per policy (seed 777000), lift "
+     "over SFT (paired): gated round 6 / plain round 6; gated minus plain / gated minus round 0 / plain minus round 0",
+     lambda d: f"{_lifts(d, 'si_r6gate', 'si_r6warm')}; {_extra_pair(d, 'si_r6gate', 'si_r6warm')} / "
+     f"{_extra_pair(d, 'si_r6gate', 'si_main')} / {_extra_pair(d, 'si_r6warm', 'si_main')}",
+     ">= +0.05 over round 0"),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
