@@ -724,7 +724,7 @@ class Pipeline:
             return concat_with_npz(traj, extra, drop_tasks=drop)
 
         def without(t: Trajectories) -> Trajectories:
-            ok = [i for i, task in enumerate(t.episode_task_ids()) if task not in drop]
+            ok = t.episodes_not_of(drop)
             return t if len(ok) == t.num_episodes else t.select_episodes(ok)
 
         return Trajectories.concat([traj, *(without(t) for t in ([extra] if isinstance(extra, Trajectories) else extra))])

@@ -72,6 +72,11 @@ def split_episode_positions(num_episodes: int, frac_test: float, seed: int = 0) 
     return np.sort(perm[n_test:]).astype(np.int64), np.sort(perm[:n_test]).astype(np.int64)
 
 
+def blank_frames(n: int) -> np.ndarray:
+    """A read-only black (n,1,1,3) uint8 placeholder for ``n`` frames that takes no memory."""
+    return np.broadcast_to(np.zeros((1, 1, 1, 3), np.uint8), (n, 1, 1, 3))
+
+
 @dataclass
 class TerminalObs:
     """The terminal observation of each of E episodes (after its last action; not in the frame table).
@@ -245,14 +250,15 @@ class Trajectories:
         only (e.g. :func:`worldmodels.object_dynamics.fit_object_dynamics`): ``images`` (and the terminal
         observations' images) become a read-only black (N,1,1,3) placeholder that takes no memory, the wrist
         frames None; every other array is shared with ``self``. Datasets stripped alike concatenate."""
-
-        def blank(n: int) -> np.ndarray:
-            return np.broadcast_to(np.zeros((1, 1, 1, 3), np.uint8), (n, 1, 1, 3))
-
         terminal = self.terminal
         if terminal is not None:
-            terminal = replace(terminal, images=blank(len(terminal.images)), wrist_images=None)
-        return replace(self, images=blank(self.num_frames), wrist_images=None, terminal=terminal)
+            terminal = replace(terminal, images=blank_frames(len(terminal.images)), wrist_images=None)
+        return replace(self, images=blank_frames(self.num_frames), wrist_images=None, terminal=terminal)
+
+    def episodes_not_of(self, tasks: Collection[str]) -> list[int]:
+        """Positions (0..E-1) of the episodes whose task id is not in ``tasks``."""
+        drop = set(tasks)
+        return [i for i, task in enumerate(self.episode_task_ids()) if task not in drop]
 
     def split_episodes(self, frac_test: float, seed: int = 0) -> tuple[Trajectories, Trajectories]:
         """Split by episode into (train, test); at least one episode in each when E >= 2."""
@@ -358,7 +364,7 @@ def load_trajectories_npz(path: str | Path, frames: bool = True) -> Trajectories
         raise DatasetError(f"{path} lacks {', '.join(missing)}; expected a file written by save_trajectories_npz")
     states = z["states"]
     return Trajectories(
-        images=z["images"] if frames else np.broadcast_to(np.zeros((1, 1, 1, 3), np.uint8), (len(states), 1, 1, 3)),
+        images=z["images"] if frames else blank_frames(len(states)),
         wrist_images=None,
         states=states,
         actions=z["actions"],
@@ -384,8 +390,7 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks:
     frames copied: one file's frames are held for that moment)."""
     paths = [Path(p) for p in paths]
     size = head.images.shape[1:]
-    drop = set(drop_tasks)
-    light, rows = [], []
+    light, rows, shapes = [], [], []
     for p in paths:
         t = load_trajectories_npz(p, frames=False)
         shape = _npz_member_shape(p, "images")
@@ -394,7 +399,8 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks:
                 f"{p} holds frames of shape {shape}; expected ({t.num_frames}, {', '.join(map(str, size))}) "
                 "to concatenate with the other episodes"
             )
-        ok = [i for i, task in enumerate(t.episode_task_ids()) if task not in drop]
+        shapes.append(shape)
+        ok = t.episodes_not_of(drop_tasks)
         every = len(ok) == t.num_episodes
         rows.append(None if every else np.concatenate([np.arange(*t.episode_bounds[i]) for i in ok] or [[]]).astype(int))
         light.append(t if every else t.select_episodes(ok))
@@ -402,11 +408,11 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks:
     images = np.empty((out.num_frames, *size), np.uint8)
     images[: head.num_frames] = head.images
     row = head.num_frames
-    for p, t, keep in zip(paths, light, rows):
+    for p, t, keep, shape in zip(paths, light, rows, shapes):
         if keep is None:
             _read_npz_member_into(p, "images", images[row : row + t.num_frames])
         elif len(keep):  # some of its episodes are left out: the file's frames, then the others' rows
-            frames = np.empty(_npz_member_shape(p, "images"), np.uint8)
+            frames = np.empty(shape, np.uint8)
             _read_npz_member_into(p, "images", frames)
             images[row : row + t.num_frames] = frames[keep]
             del frames
@@ -458,6 +464,7 @@ def _read_npz_member_into(path: Path, name: str, out: np.ndarray, chunk: int = 1
                 got += n
     except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, OSError) as e:
         raise DatasetError(f"{path}: cannot read {name} ({type(e).__name__}: {e}); corrupt file?") from e
+
 
 def _decode_images(column: list[dict]) -> np.ndarray:
     import cv2
