@@ -30,7 +30,11 @@ task -> the same pooled over the runs: rates and counts summed over their episod
 sqrt(sum se^2) / k), ``by_task`` (task -> pooled over runs and rounds; the rounds of a run share their starts,
 so these are summaries, not independent samples), ``real_reproduced`` (with ``--verify-real``), ``refit``
 (with ``--refit-episodes``: run -> ``round``, ``fresh_success_rate`` and N -> the check with ``real_env_steps``
-and ``seconds``; ``pooled``: N -> task -> pooled over the runs), ``runs``, ``rounds``, ``wall_time_s``.
+and ``seconds``; ``pooled``: N -> task -> pooled over the runs), ``gate`` (rounds with a gate check of their
+own on fresh starts, ``self_imitation.check_episodes`` > 0; else None: ``threshold``, ``per_run`` (run -> round
+-> ``fresh``: that check's rows, ``gated_fresh`` / ``gated_eval``: the tasks below the threshold on the fresh
+starts / on the evaluation's), ``decisions`` and ``agree`` (task-rounds the two checks gate alike), ``by_round``
+(the fresh checks pooled over the runs)), ``runs``, ``rounds``, ``wall_time_s``.
 """
 
 from __future__ import annotations
@@ -204,6 +208,32 @@ def pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float) -> dict[str, Any] | None:
+    """The rounds of ``per_run`` (run -> round -> the check on the evaluation's starts) whose gate checked on
+    fresh starts of its own (``round_R/gate_check.json``): does it gate the same tasks at ``threshold`` as the
+    check on the evaluation's starts would? None when no round has one."""
+    from imagination.self_imitation import GATE_CHECK, gated_tasks
+
+    rows: dict[str, dict[str, Any]] = {}
+    for run, rounds in per_run.items():
+        for r, check in rounds.items():
+            p = Path(run) / f"round_{r}" / GATE_CHECK
+            if p.is_file():
+                fresh = json.loads(p.read_text())["check"]
+                rows.setdefault(run, {})[r] = {"fresh": fresh, "gated_fresh": gated_tasks(fresh, threshold),
+                                               "gated_eval": gated_tasks(check, threshold)}
+    if not rows:
+        return None
+    same = [(t in v["gated_fresh"]) == (t in v["gated_eval"])
+            for run in rows.values() for v in run.values() for t in v["fresh"] if t != "all"]
+    rounds = sorted({int(r) for v in rows.values() for r in v})
+    tasks = [t for t in next(iter(next(iter(rows.values())).values()))["fresh"] if t != "all"]
+    by_round = {str(r): {t: pool([v[str(r)]["fresh"][t] for v in rows.values() if str(r) in v]) for t in tasks}
+                for r in rounds}
+    return {"threshold": threshold, "per_run": rows, "decisions": len(same), "agree": int(sum(same)),
+            "by_round": by_round}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", nargs="+", type=Path, default=[], help="self-imitation run folders (wmrl run)")
@@ -213,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--refit-episodes", nargs="+", type=int, default=None, metavar="N",
                    help="also fine-tune the last round's world on N fresh real episodes of its own policy (each N; "
                    "0: not fine-tuned) and set it against the simulator for that policy (refit_checks)")
+    p.add_argument("--gate-threshold", type=float, default=0.5,
+                   help="the precision below which a gate check keeps a task out (rounds with their own gate check)")
     p.add_argument("--quick", action="store_true", help="a tiny self-imitation run made here (one round)")
     p.add_argument("--out", default="benchmarks/results/world_vs_real.json")
     p.add_argument("--no-progress", action="store_true")
@@ -261,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         refit["pooled"] = {n: {t: pool([v[n][t] for k, v in refit.items() if k != "pooled"]) for t in tasks}
                            for n in counts}
     res = {"per_run": per_run, "by_round": by_round, "by_task": by_task, "real_reproduced": reproduced, "refit": refit,
+           "gate": gate_agreement(per_run, a.gate_threshold),
            "runs": [str(r) for r in runs], "rounds": all_rounds, "quick": a.quick,
            "wall_time_s": time.perf_counter() - t0, "machine": environment_info()}
     atomic_write_json(a.out, res)

@@ -911,7 +911,7 @@ class Pipeline:
         if self_imitation:  # reads the round's state model only, not the world model or reward models
             si = self_imitation_round(self, r, out, round_object_dynamics(self.root, r))
             summary.update(si)
-            summary["real_env_steps"] += si["prefix_real_env_steps"]
+            summary["real_env_steps"] += si["prefix_real_env_steps"] + si["gate_real_env_steps"]
             summary["eval"] = self.evaluate(self.policy_after(r), f"round_{r}")
             return summary
         wm, sm, exe = self.load_models(r)
@@ -1214,18 +1214,26 @@ def real_rl_env(cfg: RunConfig, per_env: list[str]) -> Any:
     )
 
 
-def evaluate_in_sim(policy: Any, cfg: RunConfig, video_dir: Path | None = None, progress: bool = False) -> dict:
+def evaluate_in_sim(
+    policy: Any,
+    cfg: RunConfig,
+    video_dir: Path | None = None,
+    progress: bool = False,
+    episodes_per_task: int | None = None,
+    seed: int | None = None,
+) -> dict:
     """``policy``'s real-simulator evaluation with the run's fixed protocol (``cfg.eval``), one video per
     task in ``video_dir`` (None: none): success, its 95% interval, per task, the outcomes episode by
-    episode, and the env steps taken."""
+    episode, and the env steps taken. ``episodes_per_task`` / ``seed`` (None: the protocol's) play the same
+    protocol on other starts (episode e of task i from ``seed + 1000 * i + e``)."""
     from benchmarks.policy_eval import evaluate_policy
 
     e = cfg.eval
     res = evaluate_policy(
         policy,
         cfg.suite,
-        e.episodes_per_task,
-        seed=e.seed,
+        e.episodes_per_task if episodes_per_task is None else episodes_per_task,
+        seed=e.seed if seed is None else seed,
         num_envs=e.num_envs,
         video_dir=video_dir,
         videos_per_task=1,

@@ -40,6 +40,9 @@ def collect_results(pipe: Any) -> dict[str, Any]:
     checks = [r.get("world_vs_real_on_eval_starts", {}).get("all") for r in rs]
     if any(checks):  # self-imitation rounds: each world against the simulator on the entering policy's starts
         out["world_vs_real_by_round"] = checks
+    if any(r.get("gate_real_env_steps") for r in rs):  # self_imitation.min_precision: what each round's gate read
+        out["gated_tasks_by_round"] = [r.get("gated_tasks", []) for r in rs]
+        out["gate_real_env_steps_by_round"] = [r.get("gate_real_env_steps", 0.0) for r in rs]
     if real is not None:
         out["real_rl_same_budget_success"] = real["eval"]["success"]
         out["real_rl_env_steps"] = real["real_env_steps"]
@@ -159,6 +162,7 @@ def results_table(res: dict[str, Any]) -> str:
         "is close to the policy it started from.",
         "",
         *world_check_lines(res.get("world_vs_real_by_round")),
+        *gate_lines(res.get("gated_tasks_by_round"), res.get("gate_real_env_steps_by_round")),
         f"Total real-env steps used by imagination + co-evolution: {int(res['real_env_steps_used'])}",
         f"Wall time of all stages: {res['wall_time_s']:.0f} s"
         + (f" (CPU time {res['cpu_time_s']:.0f} s)" if "cpu_time_s" in res else ""),
@@ -184,6 +188,17 @@ def world_check_lines(checks: list[dict[str, Any] | None] | None) -> list[str]:
         + ". The kept successes of a world that over-rates hold false ones.",
         "",
     ]
+
+
+def gate_lines(gated: list[list[str]] | None, steps: list[float] | None) -> list[str]:
+    """The report's line on the self-imitation gate (``self_imitation.min_precision``): the tasks each round
+    cloned none of and the real steps of the outcomes its check read (in the rounds' real env steps above);
+    none without a gate."""
+    if not gated or steps is None:
+        return []
+    rows = [f"round {r}: {', '.join(g) if g else 'none'} ({int(n)} real steps)" for r, (g, n) in enumerate(zip(gated, steps))]
+    return ["Tasks the precision gate kept out of each round's cloning (`gated_tasks`; the real steps of the "
+            "outcomes its check read count in the round's real env steps): " + "; ".join(rows) + ".", ""]
 
 
 def success_plot(res: dict[str, Any], path: Path) -> None:

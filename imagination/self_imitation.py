@@ -21,7 +21,9 @@ instead of GRPO or PPO in the pixel world model:
 Each round also sets its world against the simulator start by start for the policy it collects with
 (:func:`world_vs_real_on_eval_starts`, ``round_R/world_vs_real.json`` and the round's marker): how many of the
 world's successes are real, per task, on the run's own evaluation starts (``benchmarks.world_vs_real`` reads
-them over runs and rounds).
+them over runs and rounds). ``min_precision`` gates the tasks whose world is mostly wrong there; the gate reads
+real outcomes, so their real steps count in the round's budget (:func:`gate_check`): the evaluation's, or with
+``check_episodes`` > 0 those of a check of its own on fresh starts.
 
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
@@ -41,6 +43,10 @@ POLICY_ROLLOUTS = "policy_rollouts.npz"
 SUCCESSES = "successes.npz"
 #: each round's world set against the simulator on the evaluation's starts (:func:`world_vs_real_on_eval_starts`)
 WORLD_CHECK = "world_vs_real.json"
+#: the gate's own check on fresh starts (``self_imitation.check_episodes`` > 0, :func:`gate_check`)
+GATE_CHECK = "gate_check.json"
+#: a task's check starts are ``check_seed + 1000 * task + episode``: at most this many per task
+MAX_CHECK_EPISODES = 1000
 
 
 @dataclass
@@ -58,9 +64,13 @@ class SelfImitationConfig:
             demos (0: the demos alone), so the world knows the policy's own contacts.
         num_envs: sub-envs a task is collected in.
         min_precision: a round clones none of the kept successes (its own or earlier rounds') of a task whose
-            precision in the round's world check (:func:`world_vs_real_on_eval_starts`: the share of the world's
-            successes the simulator confirms, on the evaluation's starts of the policy entering the round) is
-            below this; a task the world counts no success of there is kept. None: no gate.
+            precision in the round's gate check (:func:`gate_check`: the share of the world's successes the
+            simulator confirms, for the policy entering the round) is below this; a task the world counts no
+            success of there is kept. None: no gate.
+        check_episodes: the starts per task the gate checks on. 0: the run's evaluation of the entering policy
+            (its real steps then count in the round's budget when there is a gate); N > 0: N fresh real
+            episodes per task of the entering policy played for the check alone (their real steps count), so
+            the gate no longer reads the evaluation that measures the round.
     """
 
     enabled: bool = False
@@ -71,6 +81,7 @@ class SelfImitationConfig:
     policy_episodes: int = 720
     num_envs: int = 16
     min_precision: float | None = None
+    check_episodes: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -87,6 +98,9 @@ class SelfImitationConfig:
         if self.min_precision is not None and (isinstance(self.min_precision, bool)
                                                or not 0.0 < float(self.min_precision) <= 1.0):
             raise ConfigError(f"self_imitation.min_precision={self.min_precision!r}; expected a number in (0, 1] or null")
+        if not 0 <= int(self.check_episodes) <= MAX_CHECK_EPISODES:
+            raise ConfigError(f"self_imitation.check_episodes={self.check_episodes}; expected 0 (the evaluation's "
+                              f"starts) to {MAX_CHECK_EPISODES} fresh starts per task")
 
 
 def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
@@ -117,7 +131,9 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     (``out/self_imitation``, resumable from its checkpoints), and save the result as ``out/policy``.
 
     Returns the round summary's fields: ``imagined_steps`` (steps played in the model's world),
-    ``prefix_real_env_steps`` (the collection's real physics steps: 0), ``self_imitation`` (per task:
+    ``prefix_real_env_steps`` (the collection's real physics steps: 0), ``gate_real_env_steps`` (the real steps
+    of the outcomes the gate read, :func:`gate_check`), ``gate_check`` (the gate's own check on fresh starts;
+    None where it reads the evaluation's), ``gated_tasks``, ``self_imitation`` (per task:
     ``finished``, ``kept``, ``finished_success_rate``, ``env_steps``), ``successes_kept``,
     ``episodes_cloned``, ``fine_tune_steps``, ``imagined_success_last`` (the collection's sampled
     success over every task's finished episodes) and ``imagined_overrating_by_task``
@@ -150,7 +166,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         atomic_write_json(check, world_vs_real_on_eval_starts(policy, model, pipe.tasks(), entering,
                                                               pipe.cfg.eval.seed, pipe.env_kwargs()))
     world_vs_real = json.loads(check.read_text())
-    gated = gated_tasks(world_vs_real, si.min_precision)
+    gate_rows, gate_steps = gate_check(pipe, r, out, policy, model, world_vs_real)
+    gated = gated_tasks(gate_rows, si.min_precision)
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
@@ -171,6 +188,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
                                        / max(finished, 1)),
         "imagined_overrating_by_task": overrating,
         "world_vs_real_on_eval_starts": world_vs_real,
+        "gate_check": gate_rows if si.check_episodes > 0 else None,
+        "gate_real_env_steps": gate_steps,
         "gated_tasks": gated,
         "gated_frac": 0.0,
     }
@@ -249,6 +268,47 @@ def world_vs_real_on_eval_starts(
     return out
 
 
+def check_seed(run_seed: int, r: int) -> int:
+    """The first start seed of round ``r``'s gate check in run seed ``run_seed``'s run: episode e of task i
+    starts from ``check_seed + 1000 * i + e``, apart from the evaluation's (``eval.seed`` 12345 + ...), the
+    collection's (77,000 + ...) and the held-out comparison's (777,000 + ...) starts, fresh each round."""
+    return 2_000_000 + 100_000 * r + 10_000 * (run_seed % 10)
+
+
+def gate_check(pipe: Any, r: int, out: Path, policy: Any, model: Any,
+               eval_check: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], float]:
+    """The world check round ``r``'s gate reads, and the real env steps it cost: ``(rows, steps)``.
+
+    ``self_imitation.check_episodes`` = 0: the check on the evaluation's starts (``eval_check``,
+    :func:`world_vs_real_on_eval_starts`); with a gate (``min_precision``) the evaluation's real steps
+    (``eval_env_steps`` of the entering policy's evaluation) count, as the gate trains on what they found;
+    without one, or without outcomes to read, none. N > 0: ``policy`` (the policy entering the round) plays N
+    real episodes per task with its mean action, as the evaluation plays, from the fresh starts of
+    :func:`check_seed`, and the same starts in the world of ``model``; their real steps count whether or not a
+    gate reads them. Recorded in ``out/gate_check.json`` (``seed``, ``episodes_per_task``, ``real_env_steps``,
+    ``real``: the simulator's outcomes, ``check``: the rows) and read back on resume."""
+    from wmrl.io import atomic_write_json
+
+    si = pipe.cfg.self_imitation_config()
+    n = int(si.check_episodes)
+    if n == 0:
+        if si.min_precision is None or not eval_check:
+            return eval_check, 0.0
+        entering = pipe.done("eval_sft" if r == 0 else f"round_{r - 1}")
+        return eval_check, float(entering.get("eval", entering)["eval_env_steps"])
+    path = out / GATE_CHECK
+    if not path.is_file():
+        from imagination.pipeline import evaluate_in_sim
+
+        seed = check_seed(pipe.cfg.seed, r)
+        real = evaluate_in_sim(policy, pipe.cfg, episodes_per_task=n, seed=seed)
+        rows = world_vs_real_on_eval_starts(policy, model, pipe.tasks(), real, seed, pipe.env_kwargs())
+        atomic_write_json(path, {"seed": seed, "episodes_per_task": n, "real_env_steps": real["eval_env_steps"],
+                                 "real": real, "check": rows})
+    rec = json.loads(path.read_text())
+    return rec["check"], float(rec["real_env_steps"])
+
+
 def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None) -> list[str]:
     """The tasks of a round's world check (:func:`world_vs_real_on_eval_starts`) whose precision is below
     ``min_precision``: the round clones none of their kept successes. A task without imagined successes there
@@ -290,7 +350,9 @@ def check_self_imitation_config(cfg: Any) -> None:
 __all__ = [
     "SelfImitationConfig",
     "check_self_imitation_config",
+    "check_seed",
     "fit_round_zero_world",
+    "gate_check",
     "policy_rollouts_for_world",
     "gated_tasks",
     "imagined_overrating",

@@ -537,6 +537,10 @@ def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     check = {"imagined": 0.6, "real": 0.5, "overrating": 0.1, "false_successes": 12.0, "missed_successes": 2.0}
     si = results_table({**res, "imagination_phase": "self_imitation", "world_vs_real_by_round": [None, check]})
     assert "round 1: 0.600 / 0.500 (+0.100; 12 / 2)" in si and "round 0:" not in si
+    assert "precision gate" not in si  # no gate
+    gate = results_table({**res, "gated_tasks_by_round": [[], ["PushCube-v0", "StackCube-v0"]],
+                          "gate_real_env_steps_by_round": [900.0, 1200.0]})
+    assert "round 0: none (900 real steps); round 1: PushCube-v0, StackCube-v0 (1200 real steps)." in gate
     from benchmarks.imagination_lift import mean_paired_lifts
 
     seeds = [{"round_0": {"diff": 0.1, "se": 0.03}, "real_rl": {"diff": 0.0, "se": 0.02}},

@@ -48,3 +48,30 @@ def test_min_precision_gates_the_tasks_whose_world_successes_are_mostly_false():
     for bad in (0.0, 1.5, True):
         with pytest.raises(ConfigError, match="self_imitation.min_precision=.*expected a number in \\(0, 1\\]"):
             SelfImitationConfig(min_precision=bad)
+    for bad in (-1, 1001):
+        with pytest.raises(ConfigError, match=f"self_imitation.check_episodes={bad}; expected 0 .* to 1000 fresh"):
+            SelfImitationConfig(check_episodes=bad)
+
+
+def test_gate_agreement_sets_each_rounds_fresh_check_against_the_evaluation_starts_check(tmp_path):
+    """benchmarks.world_vs_real: a round whose gate checked on fresh starts of its own (gate_check.json) is set
+    against its check on the evaluation's starts, task by task, at the threshold; rounds without one are left out."""
+    from benchmarks.world_vs_real import gate_agreement
+    from imagination.self_imitation import GATE_CHECK
+
+    def row(precision, n=10.0):
+        hits = 4.0
+        return {"episodes": n, "imagined": hits / n, "real": 0.3, "overrating": hits / n - 0.3, "overrating_se": 0.1,
+                "false_successes": hits * (1 - precision), "missed_successes": 1.0, "precision": precision}
+
+    on_eval = {"PushCube-v0": row(0.25), "LiftCube-v0": row(0.75), "all": row(0.5)}
+    fresh = {"PushCube-v0": row(0.25), "LiftCube-v0": row(0.25), "all": row(0.25)}
+    (tmp_path / "round_1").mkdir()
+    (tmp_path / "round_1" / GATE_CHECK).write_text(json.dumps({"check": fresh}))
+    per_run = {str(tmp_path): {"0": on_eval, "1": on_eval}}
+    g = gate_agreement(per_run, 0.5)
+    assert g["decisions"] == 2 and g["agree"] == 1 and list(g["per_run"][str(tmp_path)]) == ["1"]
+    v = g["per_run"][str(tmp_path)]["1"]
+    assert v["gated_fresh"] == ["PushCube-v0", "LiftCube-v0"] and v["gated_eval"] == ["PushCube-v0"]
+    assert g["by_round"]["1"]["LiftCube-v0"]["precision"] == pytest.approx(0.25)
+    assert gate_agreement({str(tmp_path): {"0": on_eval}}, 0.5) is None
