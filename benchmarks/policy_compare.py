@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.policy_compare --arm sft runs/s27/base/seed_0/sft/policy ..._1/... ..._2/... \
         --arm default runs/s29/real_rl/default/seed_0/real_rl/policy ... [--arm NAME PATH ...] \
+        [--arm-from NAME FILE.json ARM ...] \
         --reference sft [--episodes-per-task 100] [--seed 777000] [--jobs 2] [--work DIR] --out FILE.json
     python -m benchmarks.policy_compare --quick --out FILE.json   # CI smoke: scripted experts, 2 episodes per task
 
@@ -13,6 +14,11 @@ as the lifts being compared. Here every policy of every arm plays the *same* hel
 default seed lies far from the runs' evaluation seed 12345), so the arms can be compared episode by
 episode. An arm is a name and one policy per pair (e.g. per base-run seed); the arms must hold as many
 policies each, and pair ``i`` is the ``i``-th policy of every arm.
+
+``--arm-from NAME FILE.json ARM`` takes arm ``ARM`` of an earlier result of this benchmark as it was played
+(its outcomes, not its policies, which may be gone), so new policies can be paired with it episode by episode;
+the earlier result must have played the same protocol (episodes per task, seed, sub-envs, starts). Its
+policies are listed as ``FILE.json#ARM[i]``.
 
 Fields: ``arms`` (per arm: each policy's success, the mean, per-task means, and each policy's outcomes
 per task as strings of 0/1), ``paired`` (per arm against ``--reference``: the difference per pair, its
@@ -89,10 +95,34 @@ def summarize_arm(paths: list[str], outcomes: list[dict[str, list[int]]]) -> dic
     }
 
 
+def arm_from_result(path: Path, arm: str, protocol: dict[str, Any]) -> tuple[list[str], list[dict[str, list[int]]]]:
+    """Arm ``arm`` of the earlier result ``path`` as it was played: ``(names, outcomes)``, a name
+    ``path#arm[i]`` and the outcomes per task of each of its policies. A one-line WmrlError when the file is not
+    such a result, lacks the arm, or played another ``protocol`` (episodes per task, seed, sub-envs, starts)."""
+    from wmrl.errors import WmrlError
+
+    try:
+        res = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise WmrlError(f"--arm-from {path}: not a readable benchmarks.policy_compare result ({e})") from e
+    if not isinstance(res, dict) or res.get("benchmark") != "policy_compare":
+        raise WmrlError(f"--arm-from {path}: not a benchmarks.policy_compare result")
+    if arm not in res.get("arms", {}):
+        raise WmrlError(f"--arm-from {path} {arm}: no such arm; it holds {', '.join(res.get('arms', {}))}")
+    differ = {k: (res.get(k), v) for k, v in protocol.items() if res.get(k) != v}
+    if differ:
+        raise WmrlError(f"--arm-from {path}: played another protocol ("
+                        + "; ".join(f"{k} {a!r}, here {b!r}" for k, (a, b) in differ.items()) + ")")
+    outcomes = [{t: [int(c) for c in o] for t, o in per.items()} for per in res["arms"][arm]["outcomes"]]
+    return [f"{path}#{arm}[{i}]" for i in range(len(outcomes))], outcomes
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--arm", nargs="+", action="append", metavar="NAME PATH", default=None,
                    help="an arm: its name, then one policy folder per pair ('random' / 'expert:NOISE' too)")
+    p.add_argument("--arm-from", nargs=3, action="append", metavar=("NAME", "FILE", "ARM"), default=[],
+                   help="an arm read from an earlier result of this benchmark (its outcomes as played; same protocol)")
     p.add_argument("--reference", default=None, help="the arm the others are set against (default: the first)")
     p.add_argument("--pair", nargs=2, action="append", metavar=("ARM", "REF"), default=[],
                    help="also set ARM against REF, pair by pair (repeatable; kept under 'pairs')")
@@ -110,13 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
 
-    arms = QUICK_ARMS if a.quick else {}
+    arms = dict(QUICK_ARMS) if a.quick else {}
     for spec in a.arm or []:
         if len(spec) < 2:
             raise WmrlError(f"--arm {' '.join(spec)}: expected a name and at least one policy")
         if spec[0] in arms:
             raise WmrlError(f"--arm {spec[0]!r} is given twice")
         arms[spec[0]] = spec[1:]
+    eps = 2 if a.quick else a.episodes_per_task
+    protocol = {"episodes_per_task": eps, "seed": a.seed, "num_envs": a.num_envs, "starts": STARTS}
+    played: dict[str, dict[str, list[int]]] = {}
+    for name, path, arm in a.arm_from:
+        if name in arms:
+            raise WmrlError(f"--arm {name!r} is given twice")
+        names, outcomes = arm_from_result(Path(path), arm, protocol)
+        arms[name] = names
+        played.update(zip(names, outcomes))
     if not arms:
         raise WmrlError("no --arm given (or --quick)")
     sizes = {len(v) for v in arms.values()}
@@ -127,18 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in [ref, *(x for pair in a.pair for x in pair)]:
         if name not in arms:
             raise WmrlError(f"arm {name!r} (--reference / --pair) is not an arm; arms: {', '.join(arms)}")
-    for path in {x for v in arms.values() for x in v}:
+    for path in {x for v in arms.values() for x in v} - set(played):
         if not (path == "random" or path.startswith("expert:") or (Path(path) / "config.json").is_file()):
             raise WmrlError(f"policy {path!r} is not a policy folder (no config.json), 'random' or 'expert:NOISE'")
-    eps = 2 if a.quick else a.episodes_per_task
     if eps < 1:
         raise WmrlError(f"--episodes-per-task {eps} must be >= 1")
     work = a.work or Path("runs/policy_compare_quick" if a.quick else "runs/policy_compare")
     work.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # one core per policy played (the --jobs workers too)
     t0 = time.perf_counter()
-    todo = list(dict.fromkeys(x for v in arms.values() for x in v))
-    played: dict[str, dict[str, list[int]]] = {}
+    todo = [x for x in dict.fromkeys(x for v in arms.values() for x in v) if x not in played]
 
     def done(path: str, outcomes: dict[str, list[int]]) -> None:
         played[path] = outcomes

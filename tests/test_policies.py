@@ -497,6 +497,24 @@ def test_policy_compare_pairs_arms_episode_by_episode(tmp_path):
     (extra,) = json.loads(out.read_text())["pairs"]
     assert extra["arm"] == "good" and extra["vs"] == "bad" and extra["mean_diff"] == -res["paired"]["bad"]["mean_diff"]
 
+    # an arm read from an earlier result as it was played pairs with new policies as if played here
+    again = tmp_path / "again.json"
+    before = [c.stat().st_mtime_ns for c in sorted((tmp_path / "w").glob("*.json"))]
+    assert main(["--arm", "good", "expert:0.0", "--arm-from", "earlier_bad", str(out), "bad", "--episodes-per-task", "2",
+                 "--num-envs", "2", "--work", str(tmp_path / "w"), "--out", str(again)]) == 0
+    res2 = json.loads(again.read_text())
+    assert res2["arms"]["earlier_bad"]["outcomes"] == res["arms"]["bad"]["outcomes"]
+    assert res2["arms"]["earlier_bad"]["policies"] == [f"{out}#bad[0]"]
+    assert res2["paired"]["earlier_bad"]["mean_diff"] == res["paired"]["bad"]["mean_diff"]
+    assert [c.stat().st_mtime_ns for c in sorted((tmp_path / "w").glob("*.json"))] == before
+    with pytest.raises(WmrlError, match=r"--arm-from .*c.json: played another protocol \(episodes_per_task 2, here 3\)"):
+        main(["--arm-from", "b", str(out), "bad", "--episodes-per-task", "3", "--num-envs", "2", "--out", str(again)])
+    with pytest.raises(WmrlError, match=r"--arm-from .*c.json ugly: no such arm; it holds good, bad"):
+        main(["--arm-from", "b", str(out), "ugly", "--episodes-per-task", "2", "--num-envs", "2", "--out", str(again)])
+    (tmp_path / "junk.json").write_text("{")
+    with pytest.raises(WmrlError, match=r"--arm-from .*junk.json: not a readable benchmarks.policy_compare result"):
+        main(["--arm-from", "b", str(tmp_path / "junk.json"), "bad", "--out", str(again)])
+
 
 def test_run_report_sets_each_phase_against_sft_episode_by_episode():
     """The main job's report reads each phase's lift over SFT pair by pair on the shared evaluation
