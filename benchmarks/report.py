@@ -1240,6 +1240,26 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_lifts(d, 'si_r6gate', 'si_r6warm')}; {_extra_pair(d, 'si_r6gate', 'si_r6warm')} / "
      f"{_extra_pair(d, 'si_r6gate', 'si_main')} / {_extra_pair(d, 'si_r6warm', 'si_main')}",
      ">= +0.05 over round 0"),
+    ("policy_compare_gate_budget_s78.json", "session 78: the same SFT policies re-made bit for bit (runs/s78/gate_seed_S; "
+     "the outcomes of session 77's arms read with --arm-from), 600 held-out episodes per policy (seed 777000): real "
+     "GRPO at rounds 0-6's real budget without / with the round-5 evaluation the gate read (35.6-37.5k / 61.0-64.0k "
+     "real steps) over SFT; gated round 6 minus real GRPO at each; SFT minus session 77's SFT (reproduction)",
+     lambda d: f"{_lifts(d, 'real_b6', 'real_be')}; {_extra_pair(d, 'r6gate_s77', 'real_b6')} / "
+     f"{_extra_pair(d, 'r6gate_s77', 'real_be')}; {_extra_pair(d, 'sft', 'sft_s77')}",
+     "imagination >= real RL at the same real budget"),
+    ("policy_compare_gate_budget_s78.json", "same: the gate from round 0 on (self_imitation.min_precision=0.5 "
+     "check_episodes=50, runs/s78/gate_seed_S) over SFT; minus session 70's round 0 without the gate",
+     lambda d: f"{_lifts(d, 'r0gate')}; {_extra_pair(d, 'r0gate', 'r0_s77')}", ">= +0.05 over round 0"),
+    ("paired_gate_budget_s78.json", "same runs, own 600 starts, paired start by start: gated round 0 / real GRPO at "
+     "rounds 0-6's budget without / with the gate's evaluation over SFT: differences [95% CI]",
+     lambda d: _pairs(d, ["r0gate - sft", "real_b6 - sft", "real_be - sft"]), ""),
+    ("world_vs_real_gate_check_s78.json", "same runs, round 0: the gate's own check (50 fresh real starts per task, "
+     "13k real steps) against the check on the evaluation's 100: task decisions alike at precision 0.5; precision "
+     "PushCube / PushCubeSpatial / LiftCube / PlaceInBowl / PlaceInSpatialBowl / StackCube, fresh check pooled",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + " / ".join(
+         _fmt(_get(d, f"gate.by_round.0.{t}.precision")) for t in (
+             "PushCube-v0", "PushCubeSpatial-v0", "LiftCube-v0", "PlaceInBowl-v0", "PlaceInSpatialBowl-v0",
+             "StackCube-v0")), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
