@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     try:
+        if not 0.0 < a.gate_threshold <= 1.0:
+            raise WmrlError(f"--gate-threshold {a.gate_threshold}: expected a precision in (0, 1]")
         if a.refit_episodes is not None and (min(a.refit_episodes) < 0 or not max(a.refit_episodes)):
             raise WmrlError(f"--refit-episodes {a.refit_episodes}: expected counts >= 0, one of them > 0")
         runs = [quick_run()] if a.quick else list(a.runs)

@@ -34,6 +34,8 @@ def test_cli_refuses_a_folder_that_is_not_a_run_and_rounds_it_lacks(tmp_path, ca
     assert "has self-imitation rounds [0]; asked for [3]" in capsys.readouterr().err
     assert main(["--runs", str(run), "--refit-episodes", "0", "--out", str(tmp_path / "o.json")]) == 2
     assert "--refit-episodes [0]: expected counts >= 0, one of them > 0" in capsys.readouterr().err
+    assert main(["--runs", str(run), "--gate-threshold", "1.5", "--out", str(tmp_path / "o.json")]) == 2
+    assert "--gate-threshold 1.5: expected a precision in (0, 1]" in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
 
 
