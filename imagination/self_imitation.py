@@ -23,7 +23,8 @@ Each round also sets its world against the simulator start by start for the poli
 world's successes are real, per task, on the run's own evaluation starts (``benchmarks.world_vs_real`` reads
 them over runs and rounds). ``min_precision`` gates the tasks whose world is mostly wrong there; the gate reads
 real outcomes, so their real steps count in the round's budget (:func:`gate_check`): the evaluation's, or with
-``check_episodes`` > 0 those of a check of its own on fresh starts.
+``check_episodes`` > 0 those of a check of its own on fresh starts; ``pool_checks`` pools the checks of every
+round so far (:func:`pooled_gate_check`), as a task's precision read on one round's few world successes is noisy.
 
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
@@ -71,6 +72,9 @@ class SelfImitationConfig:
             (its real steps then count in the round's budget when there is a gate); N > 0: N fresh real
             episodes per task of the entering policy played for the check alone (their real steps count), so
             the gate no longer reads the evaluation that measures the round.
+        pool_checks: the gate reads each task's precision pooled over the checks of rounds 0..R
+            (:func:`pooled_gate_check`) instead of round R's alone; an earlier round's check whose real steps
+            that round did not count (its evaluation's, read without a gate then) counts them now.
     """
 
     enabled: bool = False
@@ -82,6 +86,7 @@ class SelfImitationConfig:
     num_envs: int = 16
     min_precision: float | None = None
     check_episodes: int = 0
+    pool_checks: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -101,6 +106,8 @@ class SelfImitationConfig:
         if not 0 <= int(self.check_episodes) <= MAX_CHECK_EPISODES:
             raise ConfigError(f"self_imitation.check_episodes={self.check_episodes}; expected 0 (the evaluation's "
                               f"starts) to {MAX_CHECK_EPISODES} fresh starts per task")
+        if not isinstance(self.pool_checks, bool):
+            raise ConfigError(f"self_imitation.pool_checks={self.pool_checks!r}; expected true or false")
 
 
 def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
@@ -132,8 +139,10 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
 
     Returns the round summary's fields: ``imagined_steps`` (steps played in the model's world),
     ``prefix_real_env_steps`` (the collection's real physics steps: 0), ``gate_real_env_steps`` (the real steps
-    of the outcomes the gate read, :func:`gate_check`), ``gate_check`` (the gate's own check on fresh starts;
-    None where it reads the evaluation's), ``gated_tasks``, ``self_imitation`` (per task:
+    of the outcomes the gate read, :func:`gate_check`, and with ``pool_checks`` those of earlier rounds' checks
+    not counted yet), ``gate_check`` (the gate's own check on fresh starts; None where it reads the
+    evaluation's), ``gate_pooled`` (with ``pool_checks`` and a gate: the pooled rows it read, else None),
+    ``gated_tasks``, ``self_imitation`` (per task:
     ``finished``, ``kept``, ``finished_success_rate``, ``env_steps``), ``successes_kept``,
     ``episodes_cloned``, ``fine_tune_steps``, ``imagined_success_last`` (the collection's sampled
     success over every task's finished episodes) and ``imagined_overrating_by_task``
@@ -167,7 +176,11 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
                                                               pipe.cfg.eval.seed, pipe.env_kwargs()))
     world_vs_real = json.loads(check.read_text())
     gate_rows, gate_steps = gate_check(pipe, r, out, policy, model, world_vs_real)
-    gated = gated_tasks(gate_rows, si.min_precision)
+    pooled = None
+    if si.pool_checks and si.min_precision is not None:
+        pooled, earlier_steps = pooled_gate_check(pipe, r, gate_rows)
+        gate_steps += earlier_steps
+    gated = gated_tasks(pooled if pooled is not None else gate_rows, si.min_precision)
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
@@ -189,6 +202,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "imagined_overrating_by_task": overrating,
         "world_vs_real_on_eval_starts": world_vs_real,
         "gate_check": gate_rows if si.check_episodes > 0 else None,
+        "gate_pooled": pooled,
         "gate_real_env_steps": gate_steps,
         "gated_tasks": gated,
         "gated_frac": 0.0,
@@ -309,6 +323,46 @@ def gate_check(pipe: Any, r: int, out: Path, policy: Any, model: Any,
     return rec["check"], float(rec["real_env_steps"])
 
 
+def round_gate_rows(pipe: Any, q: int) -> tuple[dict[str, dict[str, Any]], float]:
+    """Round ``q``'s world check as its gate read it, and the real steps reading it now adds: ``(rows, steps)``.
+    Its own check on fresh starts (``round_q/gate_check.json``), whose steps round ``q`` counted already (0);
+    else its check on the evaluation's starts (``round_q/world_vs_real.json``), whose steps (the evaluation of
+    the policy entering round ``q``) count now unless round ``q``'s gate counted them (``gate_real_env_steps``
+    in its marker). ``({}, 0.0)`` for a round without a check."""
+    folder = pipe.root / f"round_{q}"
+    if (folder / GATE_CHECK).is_file():
+        return json.loads((folder / GATE_CHECK).read_text())["check"], 0.0
+    if not (folder / WORLD_CHECK).is_file():
+        return {}, 0.0
+    rows = json.loads((folder / WORLD_CHECK).read_text())
+    marker = pipe.done(f"round_{q}") or {}
+    if not rows or marker.get("gate_real_env_steps"):
+        return rows, 0.0
+    entering = pipe.done("eval_sft" if q == 0 else f"round_{q - 1}") or {}
+    return rows, float(entering.get("eval", entering).get("eval_env_steps", 0.0))
+
+
+def pool_check_rows(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """World checks (:func:`world_vs_real_on_eval_starts` rows, one dict per round) pooled task by task
+    (:func:`benchmarks.world_vs_real.pool`: episodes, successes, false and missed ones summed), so ``precision``
+    is the share of all the rounds' world successes that were real; ``rounds`` counts the checks pooled."""
+    from benchmarks.world_vs_real import pool
+
+    out = {}
+    for task in dict.fromkeys(t for rows in rounds for t in rows):
+        rows = [r[task] for r in rounds if task in r]
+        out[task] = {**pool(rows), "rounds": len(rows)}
+    return out
+
+
+def pooled_gate_check(pipe: Any, r: int, rows: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], float]:
+    """Round ``r``'s gate check ``rows`` pooled with rounds ``0..r-1``'s (:func:`round_gate_rows`,
+    :func:`pool_check_rows`), and the real steps of the earlier checks that count now: ``(rows, steps)``."""
+    earlier = [round_gate_rows(pipe, q) for q in range(r)]
+    checks = [c for c, _ in earlier if c] + ([rows] if rows else [])
+    return pool_check_rows(checks), float(sum(s for _, s in earlier))
+
+
 def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None) -> list[str]:
     """The tasks of a round's world check (:func:`world_vs_real_on_eval_starts`) whose precision is below
     ``min_precision``: the round clones none of their kept successes. A task without imagined successes there
@@ -356,6 +410,9 @@ __all__ = [
     "policy_rollouts_for_world",
     "gated_tasks",
     "imagined_overrating",
+    "pool_check_rows",
+    "pooled_gate_check",
+    "round_gate_rows",
     "self_imitation_round",
     "world_vs_real_on_eval_starts",
 ]

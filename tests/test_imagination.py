@@ -1950,7 +1950,7 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
 
     # the gate's real cost counts in the round's budget. Reading the evaluation: the entering policy's
     # evaluation steps, with a gate only
-    from imagination.self_imitation import GATE_CHECK, check_seed, gate_check, gated_tasks
+    from imagination.self_imitation import GATE_CHECK, check_seed, gate_check, gated_tasks, pool_check_rows
 
     def pipe_with(*over: str) -> Pipeline:
         return Pipeline(load_run_config([f"run_dir={root}", *base, *od, *si, *over], "run_quick"), progress=False)
@@ -1960,16 +1960,20 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert gate_check(pipe, 1, root / "round_1", pol0, world1, wr1) == (wr1, 0.0) and r1["gate_real_env_steps"] == 0.0
     gated_eval = pipe_with("self_imitation.min_precision=0.5")
     assert gate_check(gated_eval, 1, root / "round_1", pol0, world1, wr1) == (wr1, r0["eval"]["eval_env_steps"])
-    # ... or, with check_episodes, fresh real episodes of its own, played in the simulator and in the world
-    gated = pipe_with("self_imitation.min_precision=0.5", "self_imitation.check_episodes=3")
+    # ... or, with check_episodes, fresh real episodes of its own, played in the simulator and in the world;
+    # pool_checks pools them with rounds 0-1's checks on their evaluations' starts, whose evaluations (SFT's
+    # and round 0's) no gate counted then, so they count now
+    gated = pipe_with("self_imitation.min_precision=0.5", "self_imitation.check_episodes=3", "self_imitation.pool_checks=true")
     r2 = gated.stage("round_2", lambda: gated.s_round(2))
     rec = json.loads((root / "round_2" / GATE_CHECK).read_text())
     assert rec["seed"] == check_seed(cfg.seed, 2) != check_seed(cfg.seed, 1) and rec["episodes_per_task"] == 3
     assert len(rec["real"]["outcomes"]["PushCube-v0"]) == 3 and r2["gate_check"] == rec["check"]
     assert r2["gate_check"]["PushCube-v0"]["real"] == rec["real"]["per_task"]["PushCube-v0"]
-    assert r2["gate_real_env_steps"] == rec["real_env_steps"] > 0
-    assert r2["real_env_steps"] == pytest.approx(r2["env_steps"] + rec["real_env_steps"])
-    assert r2["gated_tasks"] == gated_tasks(rec["check"], 0.5)
+    earlier = ev["eval_env_steps"] + r0["eval"]["eval_env_steps"]
+    assert r2["gate_real_env_steps"] == pytest.approx(rec["real_env_steps"] + earlier) and rec["real_env_steps"] > 0
+    assert r2["real_env_steps"] == pytest.approx(r2["env_steps"] + rec["real_env_steps"] + earlier)
+    assert r2["gate_pooled"] == pool_check_rows([wr, wr1, rec["check"]]) and r2["gate_pooled"]["PushCube-v0"]["episodes"] == 7
+    assert r2["gated_tasks"] == gated_tasks(r2["gate_pooled"], 0.5)
     pol1 = pipe.policy_after(1)
     again_check = episode_successes(
         pol1, lambda t, n: envs.make_vec(t, n, autoreset_mode="same_step", **pipe.env_kwargs()), ["PushCube-v0"],

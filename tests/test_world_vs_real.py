@@ -8,7 +8,7 @@ import json
 import pytest
 
 from benchmarks.world_vs_real import main, pool
-from imagination.self_imitation import SelfImitationConfig, gated_tasks
+from imagination.self_imitation import SelfImitationConfig, gated_tasks, pool_check_rows, pooled_gate_check
 from wmrl.errors import ConfigError
 
 
@@ -53,6 +53,46 @@ def test_min_precision_gates_the_tasks_whose_world_successes_are_mostly_false():
     for bad in (-1, 1001):
         with pytest.raises(ConfigError, match=f"self_imitation.check_episodes={bad}; expected 0 .* to 1000 fresh"):
             SelfImitationConfig(check_episodes=bad)
+
+
+def test_pooled_gate_check_pools_every_rounds_check_and_counts_the_steps_no_round_counted(tmp_path):
+    """self_imitation.pool_checks: round R's gate reads each task's precision over the checks of rounds 0..R.
+    A round's own fresh check (gate_check.json) was counted in its round; a check on the evaluation's starts
+    (world_vs_real.json) counts the evaluation's steps now unless that round's gate counted them."""
+    from types import SimpleNamespace
+
+    from imagination.self_imitation import GATE_CHECK, WORLD_CHECK
+
+    def row(n, hits, false, real=0.2):
+        return {"episodes": n, "imagined": hits / n, "real": real, "overrating": hits / n - real,
+                "overrating_se": 0.05, "false_successes": false, "missed_successes": 1.0,
+                "precision": (hits - false) / hits if hits else None}
+
+    markers = {"eval_sft": {"eval_env_steps": 900.0}, "round_0": {"gate_real_env_steps": 0.0, "eval": {"eval_env_steps": 800.0}},
+               "round_1": {"gate_real_env_steps": 800.0}}
+    pipe = SimpleNamespace(root=tmp_path, done=markers.get)
+    for q, name, rows in [(0, WORLD_CHECK, {"PushCube-v0": row(100, 10, 6), "LiftCube-v0": row(100, 0, 0)}),
+                          (1, WORLD_CHECK, {"PushCube-v0": row(100, 12, 5), "LiftCube-v0": row(100, 40, 4)}),
+                          (2, GATE_CHECK, {"check": {"PushCube-v0": row(50, 8, 2), "LiftCube-v0": row(50, 20, 1)}})]:
+        (tmp_path / f"round_{q}").mkdir()
+        (tmp_path / f"round_{q}" / name).write_text(json.dumps(rows))
+    now = {"PushCube-v0": row(50, 10, 3), "LiftCube-v0": row(50, 20, 2), "StackCube-v0": row(50, 0, 0)}
+    pooled, steps = pooled_gate_check(pipe, 3, now)
+    # round 0's check read the SFT evaluation, uncounted then (no gate): it counts now; round 1's gate counted
+    # round 0's evaluation; round 2's fresh check counted itself
+    assert steps == 900.0
+    push = pooled["PushCube-v0"]
+    assert push["episodes"] == 300 and push["rounds"] == 4 and push["false_successes"] == 16
+    assert push["precision"] == pytest.approx((40 - 16) / 40) and push["imagined"] == pytest.approx(40 / 300)
+    assert pooled["LiftCube-v0"]["precision"] == pytest.approx((80 - 7) / 80)
+    assert pooled["StackCube-v0"]["rounds"] == 1 and pooled["StackCube-v0"]["precision"] is None
+    # one round's noisy precision gates PushCube alone at round 0 (0.40); pooled, it is gated at 0.6 but not at 0.5
+    assert gated_tasks(pooled, 0.65) == ["PushCube-v0"] and gated_tasks(pooled, 0.5) == []
+    assert pooled_gate_check(pipe, 0, now) == (pool_check_rows([now]), 0.0)
+    assert pool_check_rows([]) == {}
+    for bad in ("yes", 1):
+        with pytest.raises(ConfigError, match=f"self_imitation.pool_checks={bad!r}; expected true or false"):
+            SelfImitationConfig(pool_checks=bad)
 
 
 def test_gate_agreement_sets_each_rounds_fresh_check_against_the_evaluation_starts_check(tmp_path):
