@@ -1260,6 +1260,23 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
          _fmt(_get(d, f"gate.by_round.0.{t}.precision")) for t in (
              "PushCube-v0", "PushCubeSpatial-v0", "LiftCube-v0", "PlaceInBowl-v0", "PlaceInSpatialBowl-v0",
              "StackCube-v0")), ""),
+    ("policy_compare_gate_line_s79.json", "session 79: the gated line (runs/s78/gate_seed_S: the gate on 50 fresh real "
+     "starts per task from round 0 on), 600 held-out episodes per policy: rounds 1 / 2 / 3 over SFT; round 3 minus "
+     "the gated round 0 / the ungated round 0 / the ungated round 3 (sessions 70-76, --arm-from)",
+     lambda d: f"{_lifts(d, 'r1gate', 'r2gate', 'r3gate')}; {_extra_pair(d, 'r3gate', 'r0gate')} / "
+     f"{_extra_pair(d, 'r3gate', 'r0_s76')} / {_extra_pair(d, 'r3gate', 'r3warm_s76')}", ">= +0.05 over round 0"),
+    ("policy_compare_gate_line_s79.json", "same: real GRPO run on to the gated line's rounds 0-3 real budget "
+     "(82.3-86.2k real steps, the gate's checks included) over SFT; gated round 3 minus it",
+     lambda d: f"{_lifts(d, 'real_b3')}; {_extra_pair(d, 'r3gate', 'real_b3')}",
+     "imagination >= real RL at the same real budget"),
+    ("paired_gate_line_s79.json", "same runs, own 600 starts, paired start by start: gated round 3 over the gated round "
+     "0 / over SFT; real GRPO at rounds 0-3's budget over SFT; gated round 3 over it: differences [95% CI]",
+     lambda d: _pairs(d, ["r3gate - r0gate", "r3gate - sft", "real_b3 - sft", "r3gate - real_b3"]), ""),
+    ("world_vs_real_gate_line_s79.json", "same runs, rounds 0-3: the gate's own check (50 fresh starts per task) "
+     "against the check on the evaluation's 100: task decisions alike at precision 0.5; PushCube's precision by "
+     "round, pooled over the runs",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + " / ".join(
+         _fmt(_get(d, f"gate.by_round.{r}.PushCube-v0.precision")) for r in range(4)), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
