@@ -357,10 +357,13 @@ def pool_check_rows(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[s
 
 def pooled_gate_check(pipe: Any, r: int, rows: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], float]:
     """Round ``r``'s gate check ``rows`` pooled with rounds ``0..r-1``'s (:func:`round_gate_rows`,
-    :func:`pool_check_rows`), and the real steps of the earlier checks that count now: ``(rows, steps)``."""
+    :func:`pool_check_rows`), and the real steps of the earlier checks that count now: ``(rows, steps)``.
+    An earlier round that pooled too (``gate_pooled`` in its marker) counted the checks before it, so only the
+    rounds after the last such round add their uncounted steps."""
     earlier = [round_gate_rows(pipe, q) for q in range(r)]
+    last = max((q for q in range(r) if (pipe.done(f"round_{q}") or {}).get("gate_pooled") is not None), default=-1)
     checks = [c for c, _ in earlier if c] + ([rows] if rows else [])
-    return pool_check_rows(checks), float(sum(s for _, s in earlier))
+    return pool_check_rows(checks), float(sum(s for q, (_, s) in enumerate(earlier) if q > last))
 
 
 def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None) -> list[str]:

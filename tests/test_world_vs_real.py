@@ -89,6 +89,12 @@ def test_pooled_gate_check_pools_every_rounds_check_and_counts_the_steps_no_roun
     # one round's noisy precision gates PushCube alone at round 0 (0.40); pooled, it is gated at 0.6 but not at 0.5
     assert gated_tasks(pooled, 0.65) == ["PushCube-v0"] and gated_tasks(pooled, 0.5) == []
     assert pooled_gate_check(pipe, 0, now) == (pool_check_rows([now]), 0.0)
+    # a round that pooled already counted the checks before it: round 0's evaluation is not counted twice
+    markers["round_1"]["gate_pooled"] = {}
+    assert pooled_gate_check(pipe, 3, now) == (pooled, 0.0)
+    markers["round_0"]["gate_pooled"] = {}
+    del markers["round_1"]["gate_pooled"]
+    assert pooled_gate_check(pipe, 3, now)[1] == 0.0  # rounds 1-2 had counted their own checks
     assert pool_check_rows([]) == {}
     for bad in ("yes", 1):
         with pytest.raises(ConfigError, match=f"self_imitation.pool_checks={bad!r}; expected true or false"):
