@@ -1277,6 +1277,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "round, pooled over the runs",
      lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + " / ".join(
          _fmt(_get(d, f"gate.by_round.{r}.PushCube-v0.precision")) for r in range(4)), ""),
+    ("policy_compare_pool_line_s80.json", "session 80: the gated line with pooled checks (runs/s80/pool_seed_S: "
+     "branched from the gated line's round 0, self_imitation.pool_checks=true), 600 held-out episodes per policy: "
+     "rounds 1 / 2 / 3 over SFT; round 3 minus the gated round 0 / the gated round 3 (session 79, --arm-from)",
+     lambda d: f"{_lifts(d, 'r1pool', 'r2pool', 'r3pool')}; {_extra_pair(d, 'r3pool', 'r0gate')} / "
+     f"{_extra_pair(d, 'r3pool', 'r3gate')}", ">= +0.05 over round 0"),
+    ("policy_compare_pool_line_s80.json", "same: pooled round 3 minus real GRPO at the gated line's rounds 0-3 real "
+     "budget (82.3-86.2k real steps, session 79)",
+     lambda d: _extra_pair(d, "r3pool", "real_b3"), "imagination >= real RL at the same real budget"),
+    ("paired_pool_line_s80.json", "same runs, own 600 starts, paired start by start: pooled round 3 over round 0 / "
+     "over SFT: differences [95% CI]",
+     lambda d: _pairs(d, ["r3pool - r0", "r3pool - sft"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
