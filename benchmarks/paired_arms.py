@@ -1,6 +1,7 @@
 """Pair policies from several benchmark results on the same runs, episode by episode.
 
-`python -m benchmarks.paired_arms --arm LABEL=SOURCE [--arm ...] [--pair A:B ...] --out FILE.json`
+`python -m benchmarks.paired_arms --arm LABEL=SOURCE [--arm ...] [--branch GROUP=BRANCH:PARENT ...] [--pair A:B ...]
+--out FILE.json`
 
 Results written on the same wmrl run folders (`benchmarks.real_rl`, `benchmarks.state_model_rl`, ...) keep
 each policy's real-simulator outcomes per run (task -> "0110..."), scored on that run's evaluation starts.
@@ -18,7 +19,12 @@ the paired difference is far tighter than two separate intervals. An arm is
 - ``stage:NAME``: each run folder's own evaluation at stage ``NAME`` (``eval_sft``, ``round_0``,
   ``real_rl``, ...; ``ablation_kir_off/round_0`` reads the sub-run an ablation keeps in the run folder,
   evaluated on the same starts), for the runs given with ``--runs`` and those the other result files name
-  (a fixed_starts file names none: its run folders may be gone).
+  (a fixed_starts file names none: its run folders may be gone) and the parents of ``--branch`` folders;
+- ``branch:GROUP:NAME``: stage ``NAME`` of the run folders given as ``--branch GROUP=BRANCH_RUN:PARENT_RUN``,
+  each paired under its parent's run. A branch is a copy of the parent run folder whose later stages were run
+  again with other settings (e.g. ``self_imitation.pool_checks=true`` from the parent's round 0 on): it shares
+  the parent's SFT and evaluation starts, so its rounds pair with the parent line's on the same starts
+  (checked: the two folders' ``eval_sft`` outcomes must be identical).
 
 ``sft`` is built in unless given: ``stage:eval_sft`` of those run folders, and the fixed_starts files'
 ``held_out.sft``.
@@ -44,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 STAGE = "stage:"
+BRANCH = "branch:"
 SFT_POOL = "sft_pool"  # the implicit arm of the fixed_starts files' SFT on their pools
 
 
@@ -221,47 +228,97 @@ def _run_id(run: Path) -> str:
         return str(p)
 
 
-def read_stage_arm(arm: Arm, name: str, runs: list[Path]) -> None:
-    """Adds each run folder's own evaluation at stage ``name`` to ``arm``, with the real env steps the stage
-    reports (a co-evolution round's ``real_env_steps``)."""
+def _stage_marker(arm: Arm, source: str, run: Path, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run folder ``run``'s marker of stage ``name`` and its evaluation block (with ``outcomes``)."""
     from benchmarks.imagination_lift import stage
     from wmrl.errors import WmrlError
 
-    if not runs:
-        raise WmrlError(f"--arm {arm.label}={STAGE}{name}: no run folders to read it from; give --runs or a result "
-                        "file arm too")
     sub, _, leaf = name.rpartition("/")  # e.g. ablation_kir_off/round_0: a run's sub-run, on the same starts
-    for run in runs:
-        try:
-            marker = stage(run / sub, leaf)
-        except FileNotFoundError:
-            raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run} has no finished stage {name!r} "
-                            f"(expected {run / sub}/stages/{leaf}.json)") from None
-        ev = marker.get("eval", marker)  # a round's eval block, or eval_sft's whole marker
-        if "outcomes" not in ev:
-            raise WmrlError(f"--arm {arm.label}={STAGE}{name}: {run}'s stage {name!r} kept no per-episode outcomes")
-        arm.add(f"{STAGE}{name}", _run_id(run), ev["outcomes"], _run_steps(marker), None)
-    arm.sources.append(f"{STAGE}{name}")
+    try:
+        marker = stage(run / sub, leaf)
+    except FileNotFoundError:
+        raise WmrlError(f"--arm {arm.label}={source}: {run} has no finished stage {name!r} "
+                        f"(expected {run / sub}/stages/{leaf}.json)") from None
+    ev = marker.get("eval", marker)  # a round's eval block, or eval_sft's whole marker
+    if "outcomes" not in ev:
+        raise WmrlError(f"--arm {arm.label}={source}: {run}'s stage {name!r} kept no per-episode outcomes")
+    return marker, ev
 
 
-def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[str, Arm]:
-    """``LABEL=SOURCE`` specs -> arms by label. ``stage:`` arms are read from ``runs_given`` and every run folder
-    the (non-fixed_starts) result files name. Unless given, ``sft`` is always there: ``stage:eval_sft`` of those
-    run folders, and the ``pool.sft`` / ``held_out.sft`` of every fixed_starts file among the arms."""
+def read_stage_arm(arm: Arm, name: str, runs: list[Path], keys: list[Path] | None = None,
+                   source: str | None = None) -> None:
+    """Adds each run folder's own evaluation at stage ``name`` to ``arm``, with the real env steps the stage
+    reports (a co-evolution round's ``real_env_steps``). ``keys`` (one per run) names the unit each run's
+    outcomes are paired under (a branch's parent run; default the run itself)."""
     from wmrl.errors import WmrlError
 
+    source = source or f"{STAGE}{name}"
+    if not runs:
+        raise WmrlError(f"--arm {arm.label}={source}: no run folders to read it from; give --runs or a result "
+                        "file arm too")
+    for run, key in zip(runs, keys or runs, strict=True):
+        marker, ev = _stage_marker(arm, source, run, name)
+        arm.add(source, _run_id(key), ev["outcomes"], _run_steps(marker), None)
+    arm.sources.append(source)
+
+
+def parse_branches(specs: list[str]) -> dict[str, list[tuple[Path, Path]]]:
+    """``GROUP=BRANCH:PARENT`` specs -> group -> (branch run folder, parent run folder) pairs. A branch is a copy
+    of its parent run folder from some stage on (the same demos, SFT policy and evaluation starts), so its stages
+    pair with the parent line's on the same starts: checked by the two folders' identical ``eval_sft`` outcomes."""
+    from wmrl.errors import WmrlError
+
+    groups: dict[str, list[tuple[Path, Path]]] = {}
+    for s in specs:
+        group, eq, rest = s.partition("=")
+        branch, colon, parent = rest.partition(":")
+        if not (eq and colon and group and branch and parent) or ":" in group:
+            raise WmrlError(f"--branch {s!r}: expected GROUP=BRANCH_RUN:PARENT_RUN")
+        b, p = Path(branch), Path(parent)
+        probe = Arm(f"branch {group}")
+        sft_b = _stage_marker(probe, s, b, "eval_sft")[1]["outcomes"]
+        sft_p = _stage_marker(probe, s, p, "eval_sft")[1]["outcomes"]
+        if sft_b != sft_p:
+            raise WmrlError(f"--branch {s}: {b} is not a branch of {p} (their eval_sft outcomes differ); expected a "
+                            "copy of the parent run folder, on the same evaluation starts")
+        pairs = groups.setdefault(group, [])
+        if any(_run_id(p) == _run_id(q) for _, q in pairs):
+            raise WmrlError(f"--branch {s}: group {group!r} already has a branch of {p}; expected one per parent")
+        pairs.append((b, p))
+    return groups
+
+
+def parse_arms(specs: list[str], runs_given: list[Path] | None = None,
+               branches: dict[str, list[tuple[Path, Path]]] | None = None) -> dict[str, Arm]:
+    """``LABEL=SOURCE`` specs -> arms by label. ``stage:`` arms are read from ``runs_given``, every run folder
+    the (non-fixed_starts) result files name and the parents of ``branches`` (:func:`parse_branches`);
+    ``branch:GROUP:NAME`` arms from group ``GROUP``'s branch folders, each under its parent's run. Unless given,
+    ``sft`` is always there: ``stage:eval_sft`` of those run folders, and the ``pool.sft`` / ``held_out.sft`` of
+    every fixed_starts file among the arms."""
+    from wmrl.errors import WmrlError
+
+    branches = branches or {}
     parsed = []
     for s in specs:
         label, eq, src = s.partition("=")
         if not eq or not label or not src or ":" in label:
-            raise WmrlError(f"--arm {s!r}: expected LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
+            raise WmrlError(f"--arm {s!r}: expected LABEL=FILE.json[:SELECTOR][@I], LABEL=stage:NAME or "
+                            "LABEL=branch:GROUP:NAME")
+        if src.startswith(BRANCH):
+            group, colon, name = src[len(BRANCH):].partition(":")
+            if not colon or not name or group not in branches:
+                raise WmrlError(f"--arm {s!r}: expected LABEL=branch:GROUP:NAME with GROUP among the --branch groups "
+                                f"{sorted(branches)}")
         parsed.append((label, src))
     implicit_sft = not any(label == "sft" for label, _ in parsed)
     arms: dict[str, Arm] = {}
     runs: dict[str, Path] = {_run_id(r): r for r in runs_given or []}
+    for pairs in branches.values():
+        for _, parent in pairs:
+            runs.setdefault(_run_id(parent), parent)
     fixed_files: list[str] = []
     for label, src in parsed:
-        if not src.startswith(STAGE):
+        if not src.startswith((STAGE, BRANCH)):
             folders = read_file_arm(arms.setdefault(label, Arm(label)), src)
             if folders is None:  # a fixed_starts result: stage: arms read the run folders given with --runs
                 fixed_files.append(_split_spec(src)[0])
@@ -285,6 +342,10 @@ def parse_arms(specs: list[str], runs_given: list[Path] | None = None) -> dict[s
     for label, src in parsed:
         if src.startswith(STAGE):
             read_stage_arm(arms.setdefault(label, Arm(label)), src[len(STAGE):], list(runs.values()))
+        elif src.startswith(BRANCH):
+            group, _, name = src[len(BRANCH):].partition(":")
+            folders, parents = zip(*branches[group], strict=True)
+            read_stage_arm(arms.setdefault(label, Arm(label)), name, list(folders), list(parents), source=src)
     return arms
 
 
@@ -388,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="FILE.json[:SELECTOR][@I] or stage:NAME; repeat a label to join runs from several files")
     p.add_argument("--runs", nargs="+", type=Path, default=None, metavar="RUN",
                    help="wmrl run folders whose own stages the stage: arms read (beside those the result files name)")
+    p.add_argument("--branch", action="append", default=[], metavar="GROUP=BRANCH_RUN:PARENT_RUN",
+                   help="a run folder copied from PARENT_RUN (same SFT and evaluation starts): arms "
+                        "branch:GROUP:NAME read its stage NAME, paired under the parent's run")
     p.add_argument("--pair", action="append", default=[], metavar="A:B",
                    help="A minus B, paired (default: every arm against sft)")
     p.add_argument("--after", action="append", default=[], metavar="A:B",
@@ -410,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not a.arm:
             raise WmrlError("no --arm given; expected at least one LABEL=FILE.json[:SELECTOR][@I] or LABEL=stage:NAME")
-        arms = parse_arms(a.arm, a.runs)
+        arms = parse_arms(a.arm, a.runs, parse_branches(a.branch))
         # by default every arm against the SFT it shares runs with: sft (evaluation starts) or sft_pool (a pool)
         pairs = [_arm_pair("--pair", q, arms) for q in a.pair] or default_pairs(arms)
         for q in a.after:

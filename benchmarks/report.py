@@ -1288,6 +1288,27 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("paired_pool_line_s80.json", "same runs, own 600 starts, paired start by start: pooled round 3 over round 0 / "
      "over SFT: differences [95% CI]",
      lambda d: _pairs(d, ["r3pool - r0", "r3pool - sft"]), ""),
+    ("policy_compare_pool20_line_s81.json", "session 81: the pooled gate on 20 fresh starts per task "
+     "(runs/s81/pool20_seed_S: branched from the gated line's round 0, self_imitation.check_episodes=20 "
+     "pool_checks=true; 6.0-6.9k real steps a round against 13.9-14.8k), 600 held-out episodes per policy: rounds 1 / 2 "
+     "over SFT; round 2 minus the gated line's round 2 / the pooled gate on 50's (sessions 79-80, --arm-from)",
+     lambda d: f"{_lifts(d, 'r1p20', 'r2p20')}; {_extra_pair(d, 'r2p20', 'r2gate')} / "
+     f"{_extra_pair(d, 'r2p20', 'r2pool')}", ""),
+    ("policy_compare_pool20_line_s81.json", "same: round 2 minus real GRPO at 61-64k real steps (session 78's real_be; "
+     "the line's rounds 0-2 took 53.4-56.3k)",
+     lambda d: _extra_pair(d, "r2p20", "real_be"), "imagination >= real RL at the same real budget"),
+    ("paired_pool20_line_s81.json", "same runs, paired start by start on the parent runs' own 600 starts "
+     "(benchmarks.paired_arms --branch): round 2 minus the gated line's round 2 / over round 0 / over SFT: "
+     "differences [95% CI]",
+     lambda d: _pairs(d, ["r2p20 - r2gate", "r2p20 - r0", "r2p20 - sft"]), ""),
+    ("multi_step_dynamics.json", "session 81: round 0's state model of the gated runs (runs/s78/gate_seed_S) fitted "
+     "with the one-step loss (K=0, round 0's own) / with the 8-step unroll loss (object_dynamics.rollout_steps=8), "
+     "8,000 steps: open-loop cube error after 32 steps (held out, median of runs, m); precision of the world's "
+     "successes for SFT on the runs' evaluation starts, PushCube / PushCubeSpatial / all tasks "
+     "(benchmarks.multi_step_dynamics)",
+     lambda d: " / ".join(_fmt(_get(d, f"pooled.{k}.open_loop_error_step_32_m")) for k in ("0", "8")) + "; "
+     + " and ".join(" / ".join(_fmt(_get(d, f"pooled.{k}.{t}.precision")) for t in (
+         "PushCube-v0", "PushCubeSpatial-v0", "all")) for k in ("0", "8")), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

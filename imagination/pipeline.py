@@ -568,12 +568,13 @@ class Pipeline:
     ) -> dict:
         """Fit the run's object dynamics on ``traj`` (seed ``seed``) and save it to ``out``; its metrics.
         ``init`` with ``fine_tune`` ``(steps, lr)``: fine-tune the model saved there instead (its architecture
-        and normalisation kept; ``steps`` steps from ``lr``, cosine to 0)."""
+        and normalisation kept; ``steps`` steps from ``lr``, cosine to 0; the run's ``object_dynamics.rollout_*``
+        multi-step loss)."""
         from worldmodels.object_dynamics import fine_tune_object_dynamics, fit_object_dynamics
 
         if init is not None and fine_tune is not None:
             model, metrics = fine_tune_object_dynamics(traj, init, *fine_tune, seed=seed, progress=self.progress,
-                                                       device=self.device)
+                                                       device=self.device, loss=self.cfg.object_dynamics_config())
         else:
             cfg = dataclasses.replace(
                 self.cfg.object_dynamics_config(), proprio_dim=int(traj.states.shape[1]), seed=int(seed)

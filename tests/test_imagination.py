@@ -1942,6 +1942,29 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     wvr = json.loads((tmp_path / "wvr.json").read_text())
     assert wvr["rounds"] == [0, 1] and wvr["per_run"][str(root)]["1"] == r1["world_vs_real_on_eval_starts"]
     assert wvr["by_round"]["0"]["PushCube-v0"]["imagined"] == wr["PushCube-v0"]["imagined"]
+    # benchmarks.multi_step_dynamics fits round 0's state model again with the multi-step loss (K=2) and checks it
+    # on the SFT evaluation's starts; K=0 at round 0's steps is round 0's own model and check, read back; at other
+    # steps (21) it is fitted again, on the same data and seed as round 0's
+    from benchmarks.multi_step_dynamics import main as msd_main
+
+    assert msd_main(["--runs", str(root), "--rollout-steps", "0", "2", "--steps", "20", "--work", str(tmp_path / "msd"),
+                     "--out", str(tmp_path / "msd.json")]) == 0
+    msd = json.loads((tmp_path / "msd.json").read_text())
+    got = msd["per_run"][str(root)]
+    assert got["0"]["model"] == str(round_object_dynamics(root, 0)) and got["0"]["check"] == wr
+    assert not (tmp_path / "msd" / "run" / "k0").exists() and got["0"]["fit"]["rollout_windows"] is None
+    r0_model = ObjectDynamics.from_pretrained(round_object_dynamics(root, 0))
+    k2 = ObjectDynamics.from_pretrained(tmp_path / "msd" / "run" / "k2")
+    assert k2.config.rollout_steps == 2 and k2.config.steps == 20 and got["2"]["fit"]["rollout_windows"] > 0
+    assert not torch.allclose(k2.state_dict()["mlp.0.weight"], r0_model.state_dict()["mlp.0.weight"])
+    assert got["2"]["fit"]["train_episodes"] == got["0"]["fit"]["train_episodes"]  # the same data and split
+    assert got["2"]["check"]["PushCube-v0"]["episodes"] == 2 == msd["pooled"]["2"]["PushCube-v0"]["episodes"]
+    assert got["2"]["check"]["PushCube-v0"]["real"] == wr["PushCube-v0"]["real"]
+    assert msd_main(["--runs", str(root), "--rollout-steps", "0", "--steps", "21", "--work", str(tmp_path / "msd"),
+                     "--out", str(tmp_path / "msd21.json")]) == 0
+    k0 = ObjectDynamics.from_pretrained(tmp_path / "msd" / "run" / "k0")
+    assert k0.config.steps == 21 and k0.config.seed == r0_model.config.seed and k0.config.rollout_steps == 0
+    assert msd_main(["--runs", str(root), "--rollout-steps", "1", "--out", str(tmp_path / "bad.json")]) == 2
     rc = refit_checks(root, 1, [0, 2])
     as_is = world_vs_real_on_eval_starts(pipe.policy_after(1), ObjectDynamics.from_pretrained(round_object_dynamics(root, 1)),
                                          ["PushCube-v0"], r1, cfg.eval.seed, pipe.env_kwargs())
@@ -2165,6 +2188,67 @@ def test_object_dynamics_draws_transitions_by_their_episodes_weights(data):
     a, _ = fit_object_dynamics(data.with_weights(w), no_arm, progress=False)
     b, _ = fit_object_dynamics(data, no_arm, progress=False)
     assert any(not torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+
+
+def test_object_dynamics_multi_step_loss_unrolls_windows_inside_episodes(data, tmp_path):
+    """``rollout_steps=K`` windows are every K consecutive transitions of one episode; ``rollout_loss`` is the
+    squared error (cm^2) of the model's own K-step unroll on the real proprio and actions (what ``rollout`` gives);
+    the fit with it draws otherwise and lowers that unroll error on the training windows below the one-step fit's
+    at the same steps; a warm fine-tune takes the caller's multi-step settings; bad values are one-line errors."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from wmrl.errors import ConfigError, DatasetError
+    from worldmodels.object_dynamics import (
+        CM,
+        ObjectDynamicsConfig,
+        _rollout_windows,
+        _tensors,
+        fine_tune_object_dynamics,
+        fit_object_dynamics,
+        rollout_loss,
+        transitions,
+    )
+
+    k = 6
+    cfg = ObjectDynamicsConfig(steps=200, batch_size=64, hidden=32, layers=2, test_fraction=0.0, seed=3)
+    multi = replace(cfg, rollout_steps=k, rollout_batch=32)
+    eps = np.arange(data.num_episodes)
+    tr = _tensors(transitions(data, multi, eps))
+    starts, w = _rollout_windows(data, multi, eps, tr)
+    lengths = [hi - lo - 1 for lo, hi in data.episode_bounds]
+    assert len(starts) == sum(max(n - k + 1, 0) for n in lengths) == len(w)
+    ends = np.cumsum(lengths)  # a window ends inside the episode it starts in
+    assert all(np.searchsorted(ends, s, side="right") == np.searchsorted(ends, s + k - 1, side="right")
+               for s in starts.tolist())
+    assert set(np.unique(w.numpy())) <= {1.0, multi.moving_weight} and (w == multi.moving_weight).any()
+
+    plain, _ = fit_object_dynamics(data, cfg, progress=False)
+    first = starts[:5]
+    with torch.no_grad():
+        got = rollout_loss(plain, tr, first, k)
+        rows = first[:, None] + torch.arange(k + 1)
+        prop = torch.cat([tr["proprio0"][rows[:, :k]], tr["proprio1"][rows[:, k - 1:k]]], 1)
+        _, pred = plain.rollout(prop, tr["actions"][rows[:, :k]], tr["objs"][first], tr["objs_prev"][first])
+    scene = (tr["objs"][rows[:, :k]].abs() < multi.active_bound).all(-1)  # (5, k, O): parked objects left out
+    assert 0 < int(scene.sum()) < scene.numel()
+    want = (((pred - tr["objs_next"][rows[:, :k]]) * CM) ** 2)[scene].mean()
+    assert float(got) == pytest.approx(float(want), rel=1e-5)
+
+    trained, m = fit_object_dynamics(data, multi, progress=False)
+    assert m["rollout_windows"] == len(starts)
+    assert not torch.equal(trained.state_dict()["mlp.0.weight"], plain.state_dict()["mlp.0.weight"])
+    with torch.no_grad():
+        assert rollout_loss(trained, tr, starts, k) < rollout_loss(plain, tr, starts, k)
+    plain.save_pretrained(tmp_path / "plain")
+    _, warm = fine_tune_object_dynamics(data, tmp_path / "plain", 5, loss=multi)
+    assert warm["rollout_windows"] == len(starts)
+    assert "rollout_windows" not in fine_tune_object_dynamics(data, tmp_path / "plain", 5)[1]  # the saved model's: none
+    with pytest.raises(ConfigError, match="rollout_steps=1 must be 0"):
+        replace(cfg, rollout_steps=1)
+    with pytest.raises(DatasetError, match="rollout_steps=999: no training episode has 999 transitions"):
+        fit_object_dynamics(data, replace(multi, rollout_steps=999), progress=False)
 
 
 def test_object_dynamics_fine_tunes_from_a_model_keeping_its_normalisation(data):

@@ -144,6 +144,43 @@ def test_stage_arms_from_given_runs_and_an_ablations_sub_run(three_runs: dict[st
     assert "ablation_y/stages/round_0.json" in capsys.readouterr().err
 
 
+def test_branch_runs_pair_with_their_parent_line_on_its_starts(three_runs: dict[str, Path], capsys) -> None:
+    root = three_runs["root"]
+    parents = [root / f"seed_{s}" for s in range(2)]
+    branches = []
+    for i, parent in enumerate(parents):  # a copy of the parent up to round 0, round 1 run again with other settings
+        (parent / "stages" / "round_1.json").write_text(json.dumps({"eval": {"outcomes": {"a": "1000", "b": "0011"}},
+                                                                    "real_env_steps": 40}))
+        b = _run(root / "branches", f"seed_{i}", {"a": "0000", "b": "0011"})
+        (b / "stages" / "round_1.json").write_text(json.dumps({"eval": {"outcomes": {"a": "1100", "b": "0111"}},
+                                                               "real_env_steps": 30 + i}))
+        branches.append(b)
+    flags = [f"--branch=pool={b}:{p}" for b, p in zip(branches, parents, strict=True)]
+    out = root / "pairs.json"
+    assert paired_arms.main([*flags, "--arm", "r1=stage:round_1", "--arm", "r1pool=branch:pool:round_1",
+                             "--arm", "r0=branch:pool:round_0", "--pair", "r1pool:r1", "--pair", "r1pool:sft",
+                             "--out", str(out)]) == 0, capsys.readouterr().err
+    res = json.loads(out.read_text())
+    # each branch sits under its parent's run: seed_0 1100/0111 - 1000/0011 = +2/8 on the parent's starts
+    assert res["pairs"]["r1pool - r1"]["diff_per_run"] == {"seed_0": 0.25, "seed_1": 0.25}
+    assert res["pairs"]["r1pool - sft"]["diff"] == pytest.approx(0.375)
+    assert res["arms"]["r1pool"]["real_env_steps_per_run"] == {"seed_0": 30.0, "seed_1": 31.0}
+    assert res["arms"]["r0"]["sources"] == ["branch:pool:round_0"]
+    assert set(res["arms"]["sft"]["success_per_run"]) == {"seed_0", "seed_1"}  # the parents' own SFT
+    other = _run(root / "other", "seed_0", {"a": "1111", "b": "0011"})  # other starts or another SFT policy
+    cases = [
+        ([f"--branch=pool={other}:{parents[0]}", "--arm=x=stage:round_0"], "is not a branch of"),
+        ([f"--branch=pool={branches[0]}", "--arm=x=stage:round_0"], "expected GROUP=BRANCH_RUN:PARENT_RUN"),
+        ([*flags, "--arm=x=branch:nope:round_1"], "among the --branch groups ['pool']"),
+        ([*flags, "--arm=x=branch:pool:round_7"], "no finished stage 'round_7'"),
+        ([*flags, f"--branch=pool={branches[1]}:{parents[0]}", "--arm=x=stage:round_0"], "already has a branch of"),
+    ]
+    for argv, msg in cases:
+        assert paired_arms.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert msg in err and "\n" not in err, (argv, err)
+
+
 def _fixed_starts_result(path: Path, runs: list[str], rl_seed: int, pool: dict[str, list[str]],
                          held: dict[str, list[dict[str, str]]], steps: dict[str, float]) -> Path:
     """A benchmarks.fixed_starts result: per run, its pool (tasks a, b, a, b) outcomes and held-out outcomes."""

@@ -86,6 +86,14 @@ class ObjectDynamicsConfig:
         over the step (a world-frame rotation vector, learned in degrees, weighted ``rotation_weight``).
     quat_column: the environment state's first quaternion column (``orientation`` only).
     rotation_weight: weight of the rotation's squared error (degrees^2) against the displacement's (cm^2).
+    rollout_steps: 0 fits one-step displacements only. K >= 2 also unrolls the object model K steps
+        through windows of K consecutive training transitions (each window from the real objects at its
+        start, on the real proprio and actions, the model's own positions fed back) and adds the mean
+        squared position error (cm^2) of the scene's objects over the window, so errors that compound
+        over a push are trained against (multi-step loss).
+    rollout_batch: windows per step of the multi-step loss (drawn by their first row's episode weight,
+        ``moving_weight`` times as often where an object moves in the window).
+    rollout_weight: weight of the multi-step loss against the one-step one.
     """
 
     num_objects: int = 3
@@ -110,6 +118,9 @@ class ObjectDynamicsConfig:
     orientation: bool = False
     quat_column: int = 13
     rotation_weight: float = 1.0
+    rollout_steps: int = 0
+    rollout_batch: int = 128
+    rollout_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.num_objects < 1:
@@ -126,6 +137,13 @@ class ObjectDynamicsConfig:
                 f"object_dynamics quat_column={self.quat_column} overlaps the object positions (columns "
                 f"0-{3 * self.num_objects - 1})"
             )
+        if self.rollout_steps < 0 or self.rollout_steps == 1 or self.rollout_batch < 1:
+            raise ConfigError(
+                f"object_dynamics rollout_steps={self.rollout_steps} must be 0 (one-step loss only) or >= 2, and "
+                f"rollout_batch={self.rollout_batch} >= 1"
+            )
+        if not self.rollout_weight >= 0:
+            raise ConfigError(f"object_dynamics rollout_weight={self.rollout_weight!r} must be >= 0")
         if not self.rotation_weight >= 0:
             raise ConfigError(f"object_dynamics rotation_weight={self.rotation_weight!r} must be >= 0")
         if not 0.0 <= self.test_fraction < 1.0:
@@ -596,6 +614,7 @@ def fit_object_dynamics(
     uniform_rows = bool((row_w == 1.0).all())  # then the draws are those of an unweighted fit, bit for bit
     w = torch.where(moving, c.moving_weight, 1.0).double().cpu() * row_w[pair_t.cpu()]  # drawn on the CPU, by ``gen``
     gen = torch.Generator().manual_seed(c.seed)
+    windows = _rollout_windows(traj, c, train_eps, tr) if c.rollout_steps >= 2 else None
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, c.steps)
     model.train()
@@ -618,6 +637,10 @@ def fit_object_dynamics(
                   else torch.multinomial(row_w, c.batch_size, replacement=True, generator=gen)).to(dev)
             p1 = model.step_arm(tr["proprio0"][ta], tr["proprio_prev"][ta], tr["actions"][ta], tr["objs"][ta])
             loss = loss + (((p1 - tr["proprio1"][ta]) / model.arm_out_std) ** 2).mean()
+        if windows is not None:
+            starts, win_w = windows
+            first = starts[torch.multinomial(win_w, c.rollout_batch, replacement=True, generator=gen)].to(dev)
+            loss = loss + c.rollout_weight * rollout_loss(model, tr, first, c.rollout_steps)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -629,6 +652,7 @@ def fit_object_dynamics(
     model.eval()
     metrics: dict[str, Any] = {
         "train_transitions": int(len(tr["objs"])),
+        **({"rollout_windows": int(len(windows[0]))} if windows is not None else {}),
         "train_episodes": int(len(train_eps)),
         "train_distinct_episodes": int(len(np.unique(train_eps))),
         "test_episodes": int(len(test_eps)),
@@ -640,17 +664,66 @@ def fit_object_dynamics(
     return model, metrics
 
 
+def _rollout_windows(
+    traj: Any, c: ObjectDynamicsConfig, episodes: np.ndarray, tr: dict[str, Tensor]
+) -> tuple[Tensor, Tensor]:
+    """The multi-step loss's windows: (first rows (W,) int64 of every run of ``c.rollout_steps`` consecutive
+    transitions of one episode in ``tr``, their sampling weights (W,) float64: the first row's episode weight,
+    times ``moving_weight`` where an object in the scene moves in the window). DatasetError when no episode is
+    long enough."""
+    k = c.rollout_steps
+    bounds = np.asarray(traj.episode_bounds, np.int64)[np.asarray(episodes, np.int64)]
+    episode = np.repeat(np.arange(len(bounds)), np.maximum(bounds[:, 1] - bounds[:, 0] - 1, 0))  # per row of ``tr``
+    n = len(episode)
+    starts = np.nonzero(episode[: max(n - k + 1, 0)] == episode[k - 1:])[0] if n >= k else np.zeros(0, np.int64)
+    if not len(starts):
+        raise DatasetError(f"object_dynamics rollout_steps={k}: no training episode has {k} transitions; expected "
+                           "a shorter window or longer episodes")
+    active = (tr["objs"].abs() < c.active_bound).all(-1)
+    moves = (((tr["objs_next"] - tr["objs"]).norm(dim=-1) > c.moving_eps) & active).any(-1).cpu().numpy()
+    in_window = np.convolve(moves.astype(np.int64), np.ones(k, np.int64), mode="valid")[starts] > 0
+    w = np.where(in_window, c.moving_weight, 1.0) * tr["weights"].double().cpu().numpy()[starts]
+    return torch.from_numpy(starts), torch.from_numpy(w)
+
+
+def rollout_loss(model: ObjectDynamics, tr: dict[str, Tensor], first: Tensor, steps: int) -> Tensor:
+    """Mean squared position error (cm^2) of the scene's objects when ``model`` steps them ``steps`` times from
+    the real objects at rows ``first`` (B,) of ``tr`` (``transitions``), on the real proprio and actions of those
+    rows and the next ones, its own positions (and orientations) fed back. Rows ``first + steps - 1`` must be of
+    the same episodes (``_rollout_windows``)."""
+    c = model.config
+    objs, objs_prev = tr["objs"][first], tr["objs_prev"][first]
+    quats = tr["quats"][first] if c.orientation else None
+    total, count = objs.new_zeros(()), objs.new_zeros(())
+    for k in range(steps):
+        r = first + k
+        objs_next, quats = model.step_objects(tr["proprio0"][r], tr["proprio1"][r], tr["actions"][r], objs, objs_prev,
+                                              quats)
+        scene = ((tr["objs"][r].abs() < c.active_bound).all(-1)).float()  # (B, O): objects in the scene
+        total = total + ((((objs_next - tr["objs_next"][r]) * CM) ** 2).sum(-1) * scene).sum()
+        count = count + 3 * scene.sum()
+        objs_prev, objs = objs, objs_next
+    return total / count.clamp(min=1)
+
+
+#: the multi-step loss's settings (``ObjectDynamicsConfig.rollout_*``): a fine-tune may take them from its caller
+ROLLOUT_LOSS_KEYS = ("rollout_steps", "rollout_batch", "rollout_weight")
+
+
 def fine_tune_object_dynamics(
     traj: Any, init: str | Path, steps: int, lr: float = WARM_REFIT_LR, seed: int | None = None,
-    progress: bool = False, device: str | torch.device | None = None,
+    progress: bool = False, device: str | torch.device | None = None, loss: ObjectDynamicsConfig | None = None,
 ) -> tuple[ObjectDynamics, dict[str, Any]]:
     """The model saved in ``init`` fine-tuned on ``traj`` for ``steps`` steps from learning rate ``lr`` (cosine to
     0) by :func:`fit_object_dynamics` ``init=`` (its architecture, normalisation and sampling kept; ``seed`` None:
-    its own). Returns (the model; its metrics, with ``fine_tuned_from`` the folder ``init``)."""
+    its own; ``loss``: take the multi-step loss's settings, ``ROLLOUT_LOSS_KEYS``, from this config instead of
+    the saved model's). Returns (the model; its metrics, with ``fine_tuned_from`` the folder ``init``)."""
     old = ObjectDynamics.from_pretrained(init)
     changes: dict[str, Any] = {"steps": int(steps), "lr": float(lr)}
     if seed is not None:
         changes["seed"] = int(seed)
+    if loss is not None:
+        changes.update({k: getattr(loss, k) for k in ROLLOUT_LOSS_KEYS})
     model, metrics = fit_object_dynamics(traj, dataclasses.replace(old.config, **changes), progress=progress,
                                          device=device, init=old)
     metrics["fine_tuned_from"] = str(init)
@@ -712,6 +785,10 @@ def main(argv: list[str] | None = None) -> int:
         "--bootstrap", action="store_true",
         help="fit on a bootstrap resample (drawn by --seed) of the training episodes: ensemble members differ in data",
     )
+    p.add_argument("--rollout-steps", type=int, default=0, metavar="K",
+                   help="also train on K-step unrolls of the object model (multi-step loss; 0: one-step only)")
+    p.add_argument("--rollout-weight", type=float, default=ObjectDynamicsConfig.rollout_weight)
+    p.add_argument("--rollout-batch", type=int, default=ObjectDynamicsConfig.rollout_batch)
     p.add_argument("--device", default="cpu", help="torch device to fit on: cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -744,18 +821,20 @@ def main(argv: list[str] | None = None) -> int:
     extra = [load_trajectories_npz(f) for f in args.extra_rollouts]
     if extra:
         traj = Trajectories.concat([traj, *extra])
-    model, metrics = fit_object_dynamics(
-        traj,
-        ObjectDynamicsConfig(
+    try:
+        config = ObjectDynamicsConfig(
             steps=args.steps,
             seed=args.seed,
             arm=args.arm,
             proprio_dim=int(traj.states.shape[1]),
             bootstrap=args.bootstrap,
-        ),
-        progress=not args.no_progress,
-        device=device,
-    )
+            rollout_steps=args.rollout_steps,
+            rollout_weight=args.rollout_weight,
+            rollout_batch=args.rollout_batch,
+        )
+    except ConfigError as e:
+        p.error(str(e))
+    model, metrics = fit_object_dynamics(traj, config, progress=not args.no_progress, device=device)
     metrics["data"] = str(args.data)
     metrics["device"] = str(device)
     if extra:
