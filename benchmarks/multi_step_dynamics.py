@@ -16,7 +16,8 @@ For each run folder of a self-imitation run (``wmrl run ... self_imitation.enabl
 round 0's state model again (the run's own object-dynamics config, on what round 0 fitted it on: the demos plus
 ``round_0/policy_rollouts.npz``, the SFT policy's real episodes; ``--steps`` steps, the run's seed), into
 ``WORK/<run>/k<K>`` (kept: a second call reads the fit back; where the run's ``round_0/object_dynamics`` is that
-very fit, K=0 at round 0's steps, it and round 0's own check are read instead), and sets its world against the simulator start by
+very fit, K=0 at round 0's steps, it and round 0's own check are read instead: ``round_0/world_vs_real.json``,
+computed and written there where it is missing, as ``benchmarks.world_vs_real`` does), and sets its world against the simulator start by
 start for the SFT policy on the run's own evaluation starts (:func:`imagination.self_imitation.
 world_vs_real_on_eval_starts`: same starts, same noise-free actions, no real physics step beyond the resets).
 Every K of a run is fitted on the same data from the same seed and checked on the same starts, so the
@@ -49,15 +50,12 @@ def fit_and_check(run: Path, k: int, steps: int, work: Path) -> dict[str, Any]:
     """Round 0's state model of self-imitation run ``run`` fitted again with ``rollout_steps=k`` for ``steps``
     steps into ``work`` (read back when already there), and its world against the simulator for the SFT policy on
     the run's evaluation starts: ``{"fit": ..., "check": ...}``."""
-    from benchmarks._split_worlds import check_state_model
-    from envs.tabletop.vector_env import STATE_DIM
-    from imagination.pipeline import run_config_of, run_env_kwargs
-    from imagination.self_imitation import WORLD_CHECK, world_vs_real_on_eval_starts
-    from policies import load_policy
+    from benchmarks.world_vs_real import entering_check
+    from imagination.pipeline import run_config_of
+    from imagination.self_imitation import WORLD_CHECK
     from wmrl.data import Trajectories, load_trajectories, load_trajectories_npz
     from wmrl.errors import WmrlError
-    from wmrl.io import atomic_write_json
-    from worldmodels.object_dynamics import ObjectDynamics, fit_object_dynamics
+    from worldmodels.object_dynamics import fit_object_dynamics
 
     cfg = run_config_of(run)
     od = cfg.object_dynamics_config()
@@ -76,22 +74,9 @@ def fit_and_check(run: Path, k: int, steps: int, work: Path) -> dict[str, Any]:
         model, metrics = fit_object_dynamics(traj, c, progress=False)
         metrics["policy_rollouts"] = str(rollouts) if rollouts.is_file() else None
         model.save_pretrained(model_dir, metrics)
-    model = ObjectDynamics.from_pretrained(model_dir)
     metrics = json.loads((model_dir / "config.json").read_text()).get("metrics", {})
-    check_file = work / f"k{k}_check.json"
-    if model_dir == own and (run / "round_0" / WORLD_CHECK).is_file():  # the round's own check of that model
-        check = json.loads((run / "round_0" / WORLD_CHECK).read_text())
-    elif check_file.is_file():
-        check = json.loads(check_file.read_text())
-    else:
-        check_state_model(model, STATE_DIM)
-        entering = json.loads((run / "stages" / "eval_sft.json").read_text())
-        tasks = list(entering["per_task"])
-        check = world_vs_real_on_eval_starts(load_policy(run / "sft" / "policy"), model, tasks, entering, cfg.eval.seed,
-                                             run_env_kwargs(cfg))
-        if not check:
-            raise WmrlError(f"{run}/stages/eval_sft.json holds no outcomes episode by episode; the run predates them")
-        atomic_write_json(check_file, check)
+    # round 0's own model is checked (or read back) where the run keeps that check, as world_vs_real does
+    check = entering_check(run, 0, model_dir, run / "round_0" / WORLD_CHECK if model_dir == own else work / f"k{k}_check.json")
     return {"fit": {key: metrics.get(key) for key in FIT_KEYS}, "check": check, "model": str(model_dir)}
 
 

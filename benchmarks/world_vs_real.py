@@ -82,16 +82,26 @@ def self_imitation_rounds(run: Path) -> list[int]:
 def round_check(run: Path, r: int, progress: bool = False) -> dict[str, dict[str, Any]]:
     """Round ``r`` of self-imitation run ``run``: its world against the simulator on the evaluation's starts of
     the policy entering it, read from ``round_r/world_vs_real.json`` or computed and written there."""
+    from imagination.pipeline import round_object_dynamics
+    from imagination.self_imitation import WORLD_CHECK
+
+    return entering_check(run, r, round_object_dynamics(run, r), run / f"round_{r}" / WORLD_CHECK)
+
+
+def entering_check(run: Path, r: int, model_dir: Path, out: Path) -> dict[str, dict[str, Any]]:
+    """The state model saved in ``model_dir`` against the simulator for the policy entering round ``r`` of run
+    ``run`` (SFT for round 0), on the starts of the run's evaluation of that policy
+    (:func:`imagination.self_imitation.world_vs_real_on_eval_starts`); read from ``out`` or computed and written
+    there."""
     from benchmarks._split_worlds import check_state_model
     from envs.tabletop.vector_env import STATE_DIM
-    from imagination.pipeline import round_object_dynamics, run_config_of, run_env_kwargs
-    from imagination.self_imitation import WORLD_CHECK, world_vs_real_on_eval_starts
+    from imagination.pipeline import run_config_of, run_env_kwargs
+    from imagination.self_imitation import world_vs_real_on_eval_starts
     from policies import load_policy
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
     from worldmodels.object_dynamics import ObjectDynamics
 
-    out = run / f"round_{r}" / WORLD_CHECK
     if out.is_file():
         return json.loads(out.read_text())
     cfg = run_config_of(run)
@@ -100,7 +110,7 @@ def round_check(run: Path, r: int, progress: bool = False) -> dict[str, dict[str
         raise WmrlError(f"{stage} not found: round {r}'s entering policy was not evaluated in {run}")
     entering = json.loads(stage.read_text())
     policy = load_policy(run / ("sft" if r == 0 else f"round_{r - 1}") / "policy")
-    model = ObjectDynamics.from_pretrained(round_object_dynamics(run, r))
+    model = ObjectDynamics.from_pretrained(model_dir)
     check_state_model(model, STATE_DIM)
     tasks = list(entering.get("eval", entering)["per_task"])
     res = world_vs_real_on_eval_starts(policy, model, tasks, entering, cfg.eval.seed, run_env_kwargs(cfg))
