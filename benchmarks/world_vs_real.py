@@ -88,11 +88,12 @@ def round_check(run: Path, r: int, progress: bool = False) -> dict[str, dict[str
     return entering_check(run, r, round_object_dynamics(run, r), run / f"round_{r}" / WORLD_CHECK)
 
 
-def entering_check(run: Path, r: int, model_dir: Path, out: Path) -> dict[str, dict[str, Any]]:
+def entering_check(run: Path, r: int, model_dir: Path, out: Path, outcomes: bool = False) -> dict[str, dict[str, Any]]:
     """The state model saved in ``model_dir`` against the simulator for the policy entering round ``r`` of run
     ``run`` (SFT for round 0), on the starts of the run's evaluation of that policy
     (:func:`imagination.self_imitation.world_vs_real_on_eval_starts`); read from ``out`` or computed and written
-    there."""
+    there. ``outcomes``: a check read back must hold the world's outcomes episode by episode
+    (``imagined_outcomes``, which checks written before them lack); else it is computed again and rewritten."""
     from benchmarks._split_worlds import check_state_model
     from envs.tabletop.vector_env import STATE_DIM
     from imagination.pipeline import run_config_of, run_env_kwargs
@@ -103,7 +104,9 @@ def entering_check(run: Path, r: int, model_dir: Path, out: Path) -> dict[str, d
     from worldmodels.object_dynamics import ObjectDynamics
 
     if out.is_file():
-        return json.loads(out.read_text())
+        res = json.loads(out.read_text())
+        if not outcomes or all("imagined_outcomes" in row for t, row in res.items() if t != "all"):
+            return res
     cfg = run_config_of(run)
     stage = run / "stages" / ("eval_sft.json" if r == 0 else f"round_{r - 1}.json")
     if not stage.is_file():

@@ -240,7 +240,9 @@ def world_vs_real_on_eval_starts(
     Returns per task (and ``all``, pooled): ``episodes``, ``imagined`` and ``real`` success, ``overrating``
     (imagined - real) and its paired standard error ``overrating_se``, ``false_successes`` (imagined successes
     the simulator refutes), ``missed_successes``, and ``precision`` (the share of imagined successes that
-    are real; None without any). {} without the marker or its outcomes."""
+    are real; None without any); per task also ``imagined_outcomes``, the world's outcome episode by episode in
+    seed order (``"0"``/``"1"``, as the evaluation's ``outcomes``), for paired comparisons of worlds on these
+    starts. {} without the marker or its outcomes."""
     import math
 
     import numpy as np
@@ -277,7 +279,8 @@ def world_vs_real_on_eval_starts(
             "precision": float((s & r).sum() / s.sum()) if s.any() else None,
         }
 
-    out = {t: row(imagined[i], real[t]) for i, t in enumerate(tasks)}
+    out = {t: {**row(imagined[i], real[t]), "imagined_outcomes": "".join("1" if x else "0" for x in imagined[i])}
+           for i, t in enumerate(tasks)}
     out["all"] = row(imagined.ravel(), np.concatenate([real[t] for t in tasks]))
     return out
 

@@ -1960,6 +1960,9 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert got["2"]["fit"]["train_episodes"] == got["0"]["fit"]["train_episodes"]  # the same data and split
     assert got["2"]["check"]["PushCube-v0"]["episodes"] == 2 == msd["pooled"]["2"]["PushCube-v0"]["episodes"]
     assert got["2"]["check"]["PushCube-v0"]["real"] == wr["PushCube-v0"]["real"]
+    paired = msd["paired"]["2"]["PushCube-v0"]  # K=2 against K=0 start by start, from the checks' own outcomes
+    assert paired["episodes"] == 2 and len(got["2"]["check"]["PushCube-v0"]["imagined_outcomes"]) == 2
+    assert paired["agreement_base"] == 1 - (wr["PushCube-v0"]["false_successes"] + wr["PushCube-v0"]["missed_successes"]) / 2
     assert msd_main(["--runs", str(root), "--rollout-steps", "0", "--steps", "21", "--work", str(tmp_path / "msd"),
                      "--out", str(tmp_path / "msd21.json")]) == 0
     k0 = ObjectDynamics.from_pretrained(tmp_path / "msd" / "run" / "k0")
@@ -2190,6 +2193,16 @@ def test_object_dynamics_draws_transitions_by_their_episodes_weights(data):
     assert any(not torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
 
 
+def replace_config(model, config):
+    """A shallow copy of ``model`` (its parameters shared) with ``config``, of the same architecture: the loss
+    functions read their settings from it."""
+    import copy
+
+    out = copy.copy(model)
+    out.config = config
+    return out
+
+
 def test_object_dynamics_multi_step_loss_unrolls_windows_inside_episodes(data, tmp_path):
     """``rollout_steps=K`` windows are every K consecutive transitions of one episode; ``rollout_loss`` is the
     squared error (cm^2) of the model's own K-step unroll on the real proprio and actions (what ``rollout`` gives);
@@ -2249,6 +2262,28 @@ def test_object_dynamics_multi_step_loss_unrolls_windows_inside_episodes(data, t
         replace(cfg, rollout_steps=1)
     with pytest.raises(DatasetError, match="rollout_steps=999: no training episode has 999 transitions"):
         fit_object_dynamics(data, replace(multi, rollout_steps=999), progress=False)
+    with pytest.raises(ConfigError, match="rollout_arm=true .* needs arm=true and rollout_steps >= 2"):
+        replace(multi, rollout_arm=True)
+
+    # rollout_arm: the arm model steps the proprio too, from the real one, as the world's ``rollout`` does; the
+    # objects move on its proprio and the tcp's squared error joins the loss
+    arm, arm_multi = replace(cfg, arm=True), replace(multi, arm=True, rollout_arm=True)
+    plain_arm, _ = fit_object_dynamics(data, arm, progress=False)
+    with torch.no_grad():
+        got = rollout_loss(replace_config(plain_arm, arm_multi), tr, first, k)
+        props, pred = plain_arm.rollout(tr["proprio0"][first][:, None], tr["actions"][rows[:, :k]], tr["objs"][first],
+                                        tr["objs_prev"][first], proprio_prev=tr["proprio_prev"][first])
+    tcp = (((props - tr["proprio1"][rows[:, :k]])[..., arm.tcp_dims] * CM) ** 2).mean()
+    want = (((pred - tr["objs_next"][rows[:, :k]]) * CM) ** 2)[scene].mean() + tcp
+    assert float(got) == pytest.approx(float(want), rel=1e-5) and float(tcp) > 0
+    trained_arm, m = fit_object_dynamics(data, arm_multi, progress=False)
+    assert m["rollout_windows"] == len(starts)
+    with torch.no_grad():
+        before = rollout_loss(replace_config(plain_arm, arm_multi), tr, starts, k)
+        assert rollout_loss(trained_arm, tr, starts, k) < before
+    plain_arm.save_pretrained(tmp_path / "plain_arm")
+    warm_arm, _ = fine_tune_object_dynamics(data, tmp_path / "plain_arm", 5, loss=arm_multi)
+    assert warm_arm.config.rollout_arm and warm_arm.config.rollout_steps == k
 
 
 def test_object_dynamics_fine_tunes_from_a_model_keeping_its_normalisation(data):

@@ -187,6 +187,7 @@ def test_world_vs_real_sets_each_start_of_the_world_against_the_evaluations_outc
     assert lift["overrating_se"] == pytest.approx(0.3333, abs=1e-3)  # d = (1, 0, 1): sd 0.577 / sqrt(3)
     assert (push["imagined"], push["missed_successes"], push["precision"]) == (0.0, 2, None)
     assert push["overrating"] == pytest.approx(-2 / 3)
+    assert (lift["imagined_outcomes"], push["imagined_outcomes"]) == ("111", "000") and "imagined_outcomes" not in both
     assert both["episodes"] == 6 and both["overrating"] == pytest.approx(0.0) and both["precision"] == pytest.approx(1 / 3)
     # an evaluation without outcomes episode by episode, or none at all, gives nothing to set against
     assert world_vs_real_on_eval_starts(None, None, TASKS, {"per_task": {}}, 5, {}) == {}

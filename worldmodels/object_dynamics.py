@@ -94,6 +94,10 @@ class ObjectDynamicsConfig:
     rollout_batch: windows per step of the multi-step loss (drawn by their first row's episode weight,
         ``moving_weight`` times as often where an object moves in the window).
     rollout_weight: weight of the multi-step loss against the one-step one.
+    rollout_arm: the multi-step loss unrolls the arm model too (needs ``arm``), as the state model's world
+        steps it: each window starts from the real proprio, the arm model's own proprio is fed back and moves
+        the objects, and the tcp's mean squared error (cm^2) over the window is added; false: the objects
+        move on the real proprio.
     """
 
     num_objects: int = 3
@@ -121,6 +125,7 @@ class ObjectDynamicsConfig:
     rollout_steps: int = 0
     rollout_batch: int = 128
     rollout_weight: float = 1.0
+    rollout_arm: bool = False
 
     def __post_init__(self) -> None:
         if self.num_objects < 1:
@@ -144,6 +149,9 @@ class ObjectDynamicsConfig:
             )
         if not self.rollout_weight >= 0:
             raise ConfigError(f"object_dynamics rollout_weight={self.rollout_weight!r} must be >= 0")
+        if self.rollout_arm and not (self.arm and self.rollout_steps >= 2):
+            raise ConfigError(f"object_dynamics rollout_arm=true unrolls the arm model in the multi-step loss; it needs "
+                              f"arm=true and rollout_steps >= 2 (got arm={self.arm}, rollout_steps={self.rollout_steps})")
         if not self.rotation_weight >= 0:
             raise ConfigError(f"object_dynamics rotation_weight={self.rotation_weight!r} must be >= 0")
         if not 0.0 <= self.test_fraction < 1.0:
@@ -689,25 +697,36 @@ def _rollout_windows(
 def rollout_loss(model: ObjectDynamics, tr: dict[str, Tensor], first: Tensor, steps: int) -> Tensor:
     """Mean squared position error (cm^2) of the scene's objects when ``model`` steps them ``steps`` times from
     the real objects at rows ``first`` (B,) of ``tr`` (``transitions``), on the real proprio and actions of those
-    rows and the next ones, its own positions (and orientations) fed back. Rows ``first + steps - 1`` must be of
-    the same episodes (``_rollout_windows``)."""
+    rows and the next ones, its own positions (and orientations) fed back. With ``config.rollout_arm`` the arm
+    model steps the proprio too, from the real one at ``first``, its own fed back (the objects move on it), and
+    the tcp's mean squared error (cm^2) over the window is added. Rows ``first + steps - 1`` must be of the same
+    episodes (``_rollout_windows``)."""
     c = model.config
     objs, objs_prev = tr["objs"][first], tr["objs_prev"][first]
     quats = tr["quats"][first] if c.orientation else None
+    now, prev = tr["proprio0"][first].float(), tr["proprio_prev"][first].float()  # the arm's own, rollout_arm only
     total, count = objs.new_zeros(()), objs.new_zeros(())
+    tcp_total = objs.new_zeros(())
     for k in range(steps):
         r = first + k
-        objs_next, quats = model.step_objects(tr["proprio0"][r], tr["proprio1"][r], tr["actions"][r], objs, objs_prev,
-                                              quats)
+        if c.rollout_arm:
+            nxt = model.step_arm(now, prev, tr["actions"][r], objs)
+            tcp_total = tcp_total + (((nxt - tr["proprio1"][r])[:, c.tcp_dims] * CM) ** 2).sum()
+            objs_next, quats = model.step_objects(now, nxt, tr["actions"][r], objs, objs_prev, quats)
+            prev, now = now, nxt
+        else:
+            objs_next, quats = model.step_objects(tr["proprio0"][r], tr["proprio1"][r], tr["actions"][r], objs,
+                                                  objs_prev, quats)
         scene = ((tr["objs"][r].abs() < c.active_bound).all(-1)).float()  # (B, O): objects in the scene
         total = total + ((((objs_next - tr["objs_next"][r]) * CM) ** 2).sum(-1) * scene).sum()
         count = count + 3 * scene.sum()
         objs_prev, objs = objs, objs_next
-    return total / count.clamp(min=1)
+    loss = total / count.clamp(min=1)
+    return loss + tcp_total / (3 * steps * len(first)) if c.rollout_arm else loss
 
 
 #: the multi-step loss's settings (``ObjectDynamicsConfig.rollout_*``): a fine-tune may take them from its caller
-ROLLOUT_LOSS_KEYS = ("rollout_steps", "rollout_batch", "rollout_weight")
+ROLLOUT_LOSS_KEYS = ("rollout_steps", "rollout_batch", "rollout_weight", "rollout_arm")
 
 
 def fine_tune_object_dynamics(
@@ -789,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also train on K-step unrolls of the object model (multi-step loss; 0: one-step only)")
     p.add_argument("--rollout-weight", type=float, default=ObjectDynamicsConfig.rollout_weight)
     p.add_argument("--rollout-batch", type=int, default=ObjectDynamicsConfig.rollout_batch)
+    p.add_argument("--rollout-arm", action="store_true",
+                   help="the multi-step loss unrolls the arm model too, its own tcp moving the objects (needs --arm)")
     p.add_argument("--device", default="cpu", help="torch device to fit on: cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--num-threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -831,6 +852,7 @@ def main(argv: list[str] | None = None) -> int:
             rollout_steps=args.rollout_steps,
             rollout_weight=args.rollout_weight,
             rollout_batch=args.rollout_batch,
+            rollout_arm=args.rollout_arm,
         )
     except ConfigError as e:
         p.error(str(e))
