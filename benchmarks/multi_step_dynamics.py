@@ -28,7 +28,7 @@ Fields: ``per_run`` (run -> K -> ``model``: the fit's folder, ``fit``: the fit's
 ``check``: task -> ``episodes``, ``imagined``, ``real``, ``overrating`` (``overrating_se``), ``false_successes``,
 ``missed_successes``, ``precision``), ``pooled`` (K -> task -> the check pooled over the runs,
 ``benchmarks.world_vs_real.pool``; ``open_loop_error_step_16_m`` / ``_32_m`` and ``fit_wall_time_s`` the runs'
-medians), ``paired`` (K -> task -> each later K against the first start by start, :func:`paired_changes`: the
+medians), ``paired`` (``"K - BASE"`` -> task -> each fit against each earlier one start by start, :func:`paired_changes`: the
 change in agreement with the simulator with its paired standard error, episodes fixed and broken, and the change
 in precision with a paired-bootstrap 95% interval), ``rollout_steps``, ``steps``, ``runs``, ``quick``, ``wall_time_s``, ``machine``.
 """
@@ -152,16 +152,17 @@ def real_outcomes(run: Path) -> dict[str, np.ndarray]:
 
 def paired_changes(per_run: dict[str, dict[str, Any]], ks: list[str], resamples: int = 2000,
                    seed: int = 0) -> dict[str, Any]:
-    """Each K of ``ks[1:]`` against ``ks[0]`` start by start: both worlds played the same starts with the same
-    actions, so per episode the real outcome is one and only the world's can differ. K -> task (and ``all``) ->
+    """Each fit of ``ks`` against each earlier one start by start: both worlds played the same starts with the
+    same actions, so per episode the real outcome is one and only the world's can differ. ``"K - BASE"`` (a later
+    label minus an earlier one) -> task (and ``all``) ->
     ``episodes`` (pooled over the runs), ``agreement`` of each world with the simulator (``base``, ``k``) and its
     change with the paired standard error (``agreement_change_se``: the per-episode differences' sd / sqrt(n)),
     ``fixed`` / ``broken`` (episodes the K world gets right / wrong where the base world got them wrong / right),
     ``precision`` of each world's successes (pooled) and ``precision_change`` with a 95% interval from a paired
     bootstrap of the episodes within each run and task (``resamples`` draws from ``seed``)."""
     rng = np.random.default_rng(seed)
-    base, out = str(ks[0]), {}
-    for k in ks[1:]:
+    out = {}
+    for base, k in ((ks[i], k) for j, k in enumerate(ks) for i in range(j)):
         blocks: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}  # task -> (real, base, k) per run
         for run, by_k in per_run.items():
             real = real_outcomes(Path(run))
@@ -172,7 +173,7 @@ def paired_changes(per_run: dict[str, dict[str, Any]], ks: list[str], resamples:
                 m = np.array([c == "1" for c in row["imagined_outcomes"]], bool)
                 blocks.setdefault(t, []).append((real[t], b, m))
         blocks["all"] = [x for t in list(blocks) for x in blocks[t]]
-        out[k] = {t: _paired_row(bl, rng, resamples) for t, bl in blocks.items()}
+        out[f"{k} - {base}"] = {t: _paired_row(bl, rng, resamples) for t, bl in blocks.items()}
     return out
 
 
@@ -275,10 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         errs = " / ".join("n/a" if rows[f"open_loop_error_step_{s}_m"] is None else f"{rows[f'open_loop_error_step_{s}_m']:.4f}"
                           for s in (16, 32))
         print(f"K={k}: open-loop 16/32 steps {errs} m; precision (overrating): {tasks}")
-    for k, rows in out["paired"].items():
+    for pair, rows in out["paired"].items():
         r = rows["all"]
         ci = r["precision_change_ci95"]
-        print(f"K={k} vs K={a.rollout_steps[0]} on the same starts: agreement with the simulator "
+        print(f"K={pair} on the same starts: agreement with the simulator "
               f"{r['agreement_change']:+.3f} (s.e. {r['agreement_change_se'] or 0:.3f}; {r['fixed']:.0f} fixed, "
               f"{r['broken']:.0f} broken); precision "
               + ("n/a" if r["precision_change"] is None else f"{r['precision_change']:+.3f}")

@@ -1960,7 +1960,7 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert got["2"]["fit"]["train_episodes"] == got["0"]["fit"]["train_episodes"]  # the same data and split
     assert got["2"]["check"]["PushCube-v0"]["episodes"] == 2 == msd["pooled"]["2"]["PushCube-v0"]["episodes"]
     assert got["2"]["check"]["PushCube-v0"]["real"] == wr["PushCube-v0"]["real"]
-    paired = msd["paired"]["2"]["PushCube-v0"]  # K=2 against K=0 start by start, from the checks' own outcomes
+    paired = msd["paired"]["2 - 0"]["PushCube-v0"]  # K=2 against K=0 start by start, from the checks' own outcomes
     assert paired["episodes"] == 2 and len(got["2"]["check"]["PushCube-v0"]["imagined_outcomes"]) == 2
     assert paired["agreement_base"] == 1 - (wr["PushCube-v0"]["false_successes"] + wr["PushCube-v0"]["missed_successes"]) / 2
     assert msd_main(["--runs", str(root), "--rollout-steps", "0", "--steps", "21", "--work", str(tmp_path / "msd"),

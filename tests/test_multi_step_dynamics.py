@@ -30,7 +30,7 @@ def test_paired_changes_count_fixed_and_broken_starts_and_bound_the_precision_ch
     per_run = {a: {"0": _check({"PushCube-v0": "1000"}), "8": _check({"PushCube-v0": "1101"})},
                b: {"0": _check({"PushCube-v0": "0011", "LiftCube-v0": "00"}),
                    "8": _check({"PushCube-v0": "0011", "LiftCube-v0": "10"})}}
-    got = paired_changes({a: per_run[a]}, ["0", "8"], resamples=400)["8"]
+    got = paired_changes({a: per_run[a]}, ["0", "8"], resamples=400)["8 - 0"]
     push = got["PushCube-v0"]
     assert (push["episodes"], push["agreement_base"], push["agreement_k"], push["agreement_change"]) == (4, .75, .75, 0)
     assert push["agreement_change_se"] == pytest.approx(math.sqrt(2 / 3) / 2)
@@ -39,7 +39,7 @@ def test_paired_changes_count_fixed_and_broken_starts_and_bound_the_precision_ch
     lo, hi = push["precision_change_ci95"]
     assert lo <= push["precision_change"] <= hi and lo < 0 and hi <= 0
     assert got["all"] == {**push, "precision_change_ci95": got["all"]["precision_change_ci95"]}
-    both = paired_changes(per_run, ["0", "8"], resamples=400)["8"]
+    both = paired_changes(per_run, ["0", "8"], resamples=400)["8 - 0"]
     assert both["PushCube-v0"]["episodes"] == 8 and both["LiftCube-v0"]["fixed"] == 1
     assert both["LiftCube-v0"]["precision_base"] is None and both["LiftCube-v0"]["precision_change"] is None
     pooled = both["all"]
@@ -48,3 +48,7 @@ def test_paired_changes_count_fixed_and_broken_starts_and_bound_the_precision_ch
     # the same draws from the same seed; a single K has nothing to pair with
     assert paired_changes(per_run, ["0", "8"], resamples=400) == paired_changes(per_run, ["0", "8"], resamples=400)
     assert paired_changes(per_run, ["0"]) == {}
+    three = {run: {**v, "8arm": v["0"]} for run, v in per_run.items()}  # every later fit against each earlier one
+    got3 = paired_changes(three, ["0", "8", "8arm"], resamples=400)
+    assert list(got3) == ["8 - 0", "8arm - 0", "8arm - 8"] and got3["8arm - 0"]["all"]["agreement_change"] == 0
+    assert got3["8arm - 8"]["all"]["agreement_change"] == pytest.approx(-0.1)
