@@ -304,6 +304,20 @@ def _paired(x: dict | None) -> str:
     return "not run" if not x else f"{x['diff']:+.3f} [{x['ci95'][0]:+.3f}, {x['ci95'][1]:+.3f}]"
 
 
+#: the fits the multi_step_dynamics.json rows read, in order
+MSD_FITS = ("0", "8", "8arm")
+
+
+def _msd_pair(r: dict | None) -> str:
+    """``+0.018 (0.009; 155 / 123); +0.013 [-0.008, +0.034]`` of a multi_step_dynamics.json paired row."""
+    if not r:
+        return "not run"
+    ci = r.get("precision_change_ci95")
+    return (f"{r['agreement_change']:+.3f} ({_fmt(r['agreement_change_se'])}; {r['fixed']:.0f} / {r['broken']:.0f}); "
+            + ("n/a" if r.get("precision_change") is None else f"{r['precision_change']:+.3f}")
+            + ("" if ci is None else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"))
+
+
 def _pairs(d: dict, names: list[str]) -> str:
     """``a - b +0.012 [-0.020, +0.040]; ...`` of a paired_arms.json's pairs ``names``."""
     return "; ".join(f"{n} {_paired(d['pairs'].get(n))}" for n in names)
@@ -1301,14 +1315,26 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "(benchmarks.paired_arms --branch): round 2 minus the gated line's round 2 / over round 0 / over SFT: "
      "differences [95% CI]",
      lambda d: _pairs(d, ["r2p20 - r2gate", "r2p20 - r0", "r2p20 - sft"]), ""),
-    ("multi_step_dynamics.json", "session 81: round 0's state model of the gated runs (runs/s78/gate_seed_S) fitted "
-     "with the one-step loss (K=0, round 0's own) / with the 8-step unroll loss (object_dynamics.rollout_steps=8), "
-     "8,000 steps: open-loop cube error after 32 steps (held out, median of runs, m); precision of the world's "
-     "successes for SFT on the runs' evaluation starts, PushCube / PushCubeSpatial / all tasks "
-     "(benchmarks.multi_step_dynamics)",
-     lambda d: " / ".join(_fmt(_get(d, f"pooled.{k}.open_loop_error_step_32_m")) for k in ("0", "8")) + "; "
+    ("multi_step_dynamics.json", "sessions 81-82: round 0's state model of the gated runs (runs/s78/gate_seed_S) "
+     "fitted with the one-step loss (K=0, round 0's own) / the 8-step unroll loss on the real arm "
+     "(object_dynamics.rollout_steps=8) / the arm model unrolled too (8arm: rollout_arm=true), 8,000 steps: open-loop "
+     "cube error after 32 steps (held out, median of runs, m); precision of the world's successes for SFT on the "
+     "runs' evaluation starts, PushCube / PushCubeSpatial / all tasks (benchmarks.multi_step_dynamics)",
+     lambda d: " / ".join(_fmt(_get(d, f"pooled.{k}.open_loop_error_step_32_m")) for k in MSD_FITS) + "; "
      + " and ".join(" / ".join(_fmt(_get(d, f"pooled.{k}.{t}.precision")) for t in (
-         "PushCube-v0", "PushCubeSpatial-v0", "all")) for k in ("0", "8")), ""),
+         "PushCube-v0", "PushCubeSpatial-v0", "all")) for k in MSD_FITS), ""),
+    ("multi_step_dynamics.json", "same worlds start by start (same starts, same actions; session 82): 8 - 0 / 8arm - 0 "
+     "/ 8arm - 8, all tasks: change in agreement with the simulator (paired s.e.; starts fixed / broken); change in precision "
+     "[paired-bootstrap 95% CI]",
+     lambda d: " / ".join(_msd_pair(_get(d, f"paired.{k}.all")) for k in ("8 - 0", "8arm - 0", "8arm - 8")), ""),
+    ("policy_compare_k8_line_s82.json", "session 82: the gated line on the 8-step-loss state model from round 0 "
+     "(runs/s82/k8_seed_S: branched from the gated runs' SFT, round 0's world refitted with "
+     "object_dynamics.rollout_steps=8; the gate let both push tasks in for run 1 only), 600 held-out episodes per "
+     "policy: round 0 over SFT; minus the gated line's round 0 (one-step loss)",
+     lambda d: f"{_lifts(d, 'r0k8')}; {_extra_pair(d, 'r0k8', 'r0gate')}", ""),
+    ("paired_k8_line_s82.json", "same runs, paired start by start on the parent runs' own 600 starts: round 0 minus "
+     "the gated line's round 0 / over SFT: differences [95% CI]",
+     lambda d: _pairs(d, ["r0k8 - r0gate", "r0k8 - sft"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
