@@ -161,11 +161,12 @@ def paired_changes(per_run: dict[str, dict[str, Any]], ks: list[str], resamples:
     ``precision`` of each world's successes (pooled) and ``precision_change`` with a 95% interval from a paired
     bootstrap of the episodes within each run and task (``resamples`` draws from ``seed``)."""
     rng = np.random.default_rng(seed)
+    reals = {run: real_outcomes(Path(run)) for run in per_run}
     out = {}
     for base, k in ((ks[i], k) for j, k in enumerate(ks) for i in range(j)):
         blocks: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}  # task -> (real, base, k) per run
         for run, by_k in per_run.items():
-            real = real_outcomes(Path(run))
+            real = reals[run]
             for t, row in by_k[k]["check"].items():
                 if t == "all":
                     continue
