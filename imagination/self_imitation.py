@@ -24,7 +24,9 @@ world's successes are real, per task, on the run's own evaluation starts (``benc
 them over runs and rounds). ``min_precision`` gates the tasks whose world is mostly wrong there; the gate reads
 real outcomes, so their real steps count in the round's budget (:func:`gate_check`): the evaluation's, or with
 ``check_episodes`` > 0 those of a check of its own on fresh starts; ``pool_checks`` pools the checks of every
-round so far (:func:`pooled_gate_check`), as a task's precision read on one round's few world successes is noisy.
+round so far (:func:`pooled_gate_check`), as a task's precision read on one round's few world successes is noisy;
+``gate_confidence`` gates on the precision's one-sided Wilson lower bound instead (:func:`precision_lower_bound`), so
+a task passes only when its check's successes show the precision above ``min_precision`` at that confidence.
 
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
@@ -75,6 +77,10 @@ class SelfImitationConfig:
         pool_checks: the gate reads each task's precision pooled over the checks of rounds 0..R
             (:func:`pooled_gate_check`) instead of round R's alone; an earlier round's check whose real steps
             that round did not count (its evaluation's, read without a gate then) counts them now.
+        gate_confidence: the gate reads each task's precision as its one-sided Wilson lower bound at this
+            confidence (:func:`precision_lower_bound`; 0.9: the bound the precision exceeds with 90% confidence)
+            instead of the point estimate, so a task whose check counts few world successes passes only when
+            nearly all of them are real. None: the point estimate.
     """
 
     enabled: bool = False
@@ -87,6 +93,7 @@ class SelfImitationConfig:
     min_precision: float | None = None
     check_episodes: int = 0
     pool_checks: bool = False
+    gate_confidence: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -108,6 +115,13 @@ class SelfImitationConfig:
                               f"starts) to {MAX_CHECK_EPISODES} fresh starts per task")
         if not isinstance(self.pool_checks, bool):
             raise ConfigError(f"self_imitation.pool_checks={self.pool_checks!r}; expected true or false")
+        if self.gate_confidence is not None and (isinstance(self.gate_confidence, bool)
+                                                 or not 0.5 <= float(self.gate_confidence) < 1.0):
+            raise ConfigError(f"self_imitation.gate_confidence={self.gate_confidence!r}; expected a confidence in "
+                              f"[0.5, 1) or null (the precision's point estimate)")
+        if self.gate_confidence is not None and self.min_precision is None:
+            raise ConfigError(f"self_imitation.gate_confidence={self.gate_confidence} sets the confidence of the "
+                              f"precision gate; it needs self_imitation.min_precision (a number in (0, 1])")
 
 
 def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
@@ -180,7 +194,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     if si.pool_checks and si.min_precision is not None:
         pooled, earlier_steps = pooled_gate_check(pipe, r, gate_rows)
         gate_steps += earlier_steps
-    gated = gated_tasks(pooled if pooled is not None else gate_rows, si.min_precision)
+    gate_rows_read = pooled if pooled is not None else gate_rows
+    gated = gated_tasks(gate_rows_read, si.min_precision, si.gate_confidence)
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
@@ -205,6 +220,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "gate_pooled": pooled,
         "gate_real_env_steps": gate_steps,
         "gated_tasks": gated,
+        "gate_lower_bounds": ({t: precision_lower_bound(row, si.gate_confidence) for t, row in gate_rows_read.items()
+                               if t != "all"} if si.gate_confidence is not None else None),
         "gated_frac": 0.0,
     }
 
@@ -369,14 +386,38 @@ def pooled_gate_check(pipe: Any, r: int, rows: dict[str, dict[str, Any]]) -> tup
     return pool_check_rows(checks), float(sum(s for q, (_, s) in enumerate(earlier) if q > last))
 
 
-def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None) -> list[str]:
+def precision_lower_bound(row: dict[str, Any], confidence: float) -> float | None:
+    """The one-sided Wilson lower bound at ``confidence`` of a world check row's precision (its ``imagined`` rate
+    times ``episodes`` world successes, ``false_successes`` of them refuted): the precision exceeds it with that
+    confidence (:func:`benchmarks._stats.wilson_ci` at z = the normal quantile of ``confidence``). None when the
+    world counts no success there."""
+    from statistics import NormalDist
+
+    from benchmarks._stats import wilson_ci
+
+    hits = round(float(row["imagined"]) * float(row["episodes"]))
+    if hits < 1:
+        return None
+    real = hits - round(float(row["false_successes"]))
+    return float(wilson_ci(real, hits, NormalDist().inv_cdf(float(confidence)))[0])
+
+
+def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None,
+                confidence: float | None = None) -> list[str]:
     """The tasks of a round's world check (:func:`world_vs_real_on_eval_starts`) whose precision is below
-    ``min_precision``: the round clones none of their kept successes. A task without imagined successes there
-    (precision None) is kept; none without a gate or a check."""
+    ``min_precision``: the round clones none of their kept successes. With ``confidence`` the precision read is
+    its one-sided Wilson lower bound at that confidence (:func:`precision_lower_bound`), else the point estimate.
+    A task without imagined successes there (precision None) is kept; none without a gate or a check."""
     if min_precision is None:
         return []
-    return [t for t, row in check.items() if t != "all" and row.get("precision") is not None
-            and row["precision"] < float(min_precision)]
+    out = []
+    for t, row in check.items():
+        if t == "all" or row.get("precision") is None:
+            continue
+        read = row["precision"] if confidence is None else precision_lower_bound(row, confidence)
+        if read is not None and read < float(min_precision):
+            out.append(t)
+    return out
 
 
 def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:
@@ -417,6 +458,7 @@ __all__ = [
     "gated_tasks",
     "imagined_overrating",
     "pool_check_rows",
+    "precision_lower_bound",
     "pooled_gate_check",
     "round_gate_rows",
     "self_imitation_round",

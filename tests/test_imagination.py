@@ -1976,7 +1976,14 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
 
     # the gate's real cost counts in the round's budget. Reading the evaluation: the entering policy's
     # evaluation steps, with a gate only
-    from imagination.self_imitation import GATE_CHECK, check_seed, gate_check, gated_tasks, pool_check_rows
+    from imagination.self_imitation import (
+        GATE_CHECK,
+        check_seed,
+        gate_check,
+        gated_tasks,
+        pool_check_rows,
+        precision_lower_bound,
+    )
 
     def pipe_with(*over: str) -> Pipeline:
         return Pipeline(load_run_config([f"run_dir={root}", *base, *od, *si, *over], "run_quick"), progress=False)
@@ -1988,8 +1995,10 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert gate_check(gated_eval, 1, root / "round_1", pol0, world1, wr1) == (wr1, r0["eval"]["eval_env_steps"])
     # ... or, with check_episodes, fresh real episodes of its own, played in the simulator and in the world;
     # pool_checks pools them with rounds 0-1's checks on their evaluations' starts, whose evaluations (SFT's
-    # and round 0's) no gate counted then, so they count now
-    gated = pipe_with("self_imitation.min_precision=0.5", "self_imitation.check_episodes=3", "self_imitation.pool_checks=true")
+    # and round 0's) no gate counted then, so they count now; gate_confidence reads each pooled precision's
+    # one-sided Wilson lower bound
+    gated = pipe_with("self_imitation.min_precision=0.5", "self_imitation.check_episodes=3", "self_imitation.pool_checks=true",
+                      "self_imitation.gate_confidence=0.9")
     r2 = gated.stage("round_2", lambda: gated.s_round(2))
     rec = json.loads((root / "round_2" / GATE_CHECK).read_text())
     assert rec["seed"] == check_seed(cfg.seed, 2) != check_seed(cfg.seed, 1) and rec["episodes_per_task"] == 3
@@ -1999,7 +2008,8 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert r2["gate_real_env_steps"] == pytest.approx(rec["real_env_steps"] + earlier) and rec["real_env_steps"] > 0
     assert r2["real_env_steps"] == pytest.approx(r2["env_steps"] + rec["real_env_steps"] + earlier)
     assert r2["gate_pooled"] == pool_check_rows([wr, wr1, rec["check"]]) and r2["gate_pooled"]["PushCube-v0"]["episodes"] == 7
-    assert r2["gated_tasks"] == gated_tasks(r2["gate_pooled"], 0.5)
+    assert r2["gated_tasks"] == gated_tasks(r2["gate_pooled"], 0.5, 0.9) and r1["gate_lower_bounds"] is None
+    assert r2["gate_lower_bounds"] == {"PushCube-v0": precision_lower_bound(r2["gate_pooled"]["PushCube-v0"], 0.9)}
     pol1 = pipe.policy_after(1)
     again_check = episode_successes(
         pol1, lambda t, n: envs.make_vec(t, n, autoreset_mode="same_step", **pipe.env_kwargs()), ["PushCube-v0"],
@@ -2008,6 +2018,8 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     assert gate_check(gated, 2, root / "round_2", None, None, {}) == (rec["check"], rec["real_env_steps"])  # read back
     with pytest.raises(ConfigError, match="self_imitation.check_episodes=1001; expected 0"):
         pipe_with("self_imitation.check_episodes=1001")
+    with pytest.raises(ConfigError, match="gate_confidence=0.9 sets the confidence .* needs self_imitation.min_precision"):
+        pipe_with("self_imitation.gate_confidence=0.9")
 
     # a finished collection is read back, not played again
     def no_play(*a, **k):

@@ -8,7 +8,13 @@ import json
 import pytest
 
 from benchmarks.world_vs_real import main, pool
-from imagination.self_imitation import SelfImitationConfig, gated_tasks, pool_check_rows, pooled_gate_check
+from imagination.self_imitation import (
+    SelfImitationConfig,
+    gated_tasks,
+    pool_check_rows,
+    pooled_gate_check,
+    precision_lower_bound,
+)
 from wmrl.errors import ConfigError
 
 
@@ -53,6 +59,35 @@ def test_min_precision_gates_the_tasks_whose_world_successes_are_mostly_false():
     for bad in (-1, 1001):
         with pytest.raises(ConfigError, match=f"self_imitation.check_episodes={bad}; expected 0 .* to 1000 fresh"):
             SelfImitationConfig(check_episodes=bad)
+
+
+def test_gate_confidence_reads_the_precisions_one_sided_wilson_lower_bound():
+    """self_imitation.gate_confidence: the gate reads each task's precision as its one-sided Wilson lower bound,
+    so session 82's PushCube check (8 of 12 world successes real, 0.67) no longer passes a 0.5 gate at 90%
+    while LiftCube's (37 of 39) does; a task with few successes, all real, passes only when they suffice."""
+    def row(episodes, hits, false):
+        return {"episodes": float(episodes), "imagined": hits / episodes, "false_successes": float(false),
+                "precision": (hits - false) / hits if hits else None}
+
+    check = {"PushCube-v0": row(50, 12, 4), "LiftCube-v0": row(50, 39, 2), "PushCubeSpatial-v0": row(50, 18, 10),
+             "StackCube-v0": row(50, 3, 0), "PlaceInBowl-v0": row(50, 0, 0), "all": row(300, 72, 15)}
+    # (c - h) / d with p = k/n, z = 1.2816 (90%), d = 1 + z^2/n, c = p + z^2/2n, h = z sqrt(p(1-p)/n + z^2/4n^2)
+    assert precision_lower_bound(check["PushCube-v0"], 0.9) == pytest.approx(0.481813, abs=1e-6)
+    assert precision_lower_bound(check["LiftCube-v0"], 0.9) == pytest.approx(0.882680, abs=1e-6)
+    assert precision_lower_bound(check["StackCube-v0"], 0.9) == pytest.approx(0.646221, abs=1e-6)
+    assert precision_lower_bound(check["PlaceInBowl-v0"], 0.9) is None
+    # the point estimate at 0.5 gates PushCubeSpatial alone; the bound at 90% gates PushCube too
+    assert gated_tasks(check, 0.5) == ["PushCubeSpatial-v0"]
+    assert gated_tasks(check, 0.5, 0.9) == ["PushCube-v0", "PushCubeSpatial-v0"]
+    # a higher confidence lowers the bound: 3 of 3 real no longer clears 0.6 at 97.5%
+    assert "StackCube-v0" not in gated_tasks(check, 0.6, 0.9) and "StackCube-v0" in gated_tasks(check, 0.6, 0.975)
+    # at confidence 0.5 (z = 0) the bound is the point estimate
+    assert gated_tasks(check, 0.5, 0.5) == gated_tasks(check, 0.5)
+    for bad in (0.4, 1.0, True):
+        with pytest.raises(ConfigError, match="self_imitation.gate_confidence=.*expected a confidence in \\[0.5, 1\\)"):
+            SelfImitationConfig(min_precision=0.5, gate_confidence=bad)
+    with pytest.raises(ConfigError, match="gate_confidence=0.9 .* needs self_imitation.min_precision"):
+        SelfImitationConfig(gate_confidence=0.9)
 
 
 def test_pooled_gate_check_pools_every_rounds_check_and_counts_the_steps_no_round_counted(tmp_path):
