@@ -1335,6 +1335,19 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("paired_k8_line_s82.json", "same runs, paired start by start on the parent runs' own 600 starts: round 0 minus "
      "the gated line's round 0 / over SFT: differences [95% CI]",
      lambda d: _pairs(d, ["r0k8 - r0gate", "r0k8 - sft"]), ""),
+    ("policy_compare_conf_gate_s83.json", "session 83: round 0 with the confidence gate "
+     "(self_imitation.gate_confidence=0.9: both push tasks gated in every run, StackCube in 5 of 6) on the 8-step world "
+     "(runs/s83/k8conf_seed_S; run 0's gate is the point gate's, so its policy is session 82's) / on the arm-unrolled "
+     "world (runs/s83/k8armconf_seed_S) / the arm-unrolled world with the point gate (runs/s83/k8arm_seed_S), all "
+     "branched from the gated runs' SFT, 600 held-out episodes per policy: round 0 over SFT; the 8-step world's "
+     "confidence gate minus its point gate (session 82) / the arm-unrolled world's / the arm-unrolled world's point "
+     "gate minus the one-step world's gated round 0",
+     lambda d: f"{_lifts(d, 'r0k8conf', 'r0k8armconf', 'r0k8arm')}; {_extra_pair(d, 'r0k8conf', 'r0k8')} / "
+     f"{_extra_pair(d, 'r0k8armconf', 'r0k8arm')} / {_extra_pair(d, 'r0k8arm', 'r0gate')}", ""),
+    ("paired_conf_gate_s83.json", "same runs, paired start by start on the parent runs' own 600 starts: the 8-step "
+     "world's confidence gate minus its point gate / the arm-unrolled world's / the arm-unrolled world's point gate "
+     "minus the one-step world's / the arm-unrolled world's confidence gate over SFT: differences [95% CI]",
+     lambda d: _pairs(d, ["r0k8conf - r0k8", "r0k8armconf - r0k8arm", "r0k8arm - r0gate", "r0k8armconf - sft"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
