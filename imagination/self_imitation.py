@@ -194,8 +194,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     if si.pool_checks and si.min_precision is not None:
         pooled, earlier_steps = pooled_gate_check(pipe, r, gate_rows)
         gate_steps += earlier_steps
-    gate_rows_read = pooled if pooled is not None else gate_rows
-    gated = gated_tasks(gate_rows_read, si.min_precision, si.gate_confidence)
+    reads = precision_reads(pooled if pooled is not None else gate_rows, si.gate_confidence)
+    gated = reads_below(reads, si.min_precision)
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
@@ -220,8 +220,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "gate_pooled": pooled,
         "gate_real_env_steps": gate_steps,
         "gated_tasks": gated,
-        "gate_lower_bounds": ({t: precision_lower_bound(row, si.gate_confidence) for t, row in gate_rows_read.items()
-                               if t != "all"} if si.gate_confidence is not None else None),
+        "gate_lower_bounds": reads if si.gate_confidence is not None else None,
         "gated_frac": 0.0,
     }
 
@@ -402,22 +401,29 @@ def precision_lower_bound(row: dict[str, Any], confidence: float) -> float | Non
     return float(wilson_ci(real, hits, NormalDist().inv_cdf(float(confidence)))[0])
 
 
+def precision_reads(check: dict[str, dict[str, Any]], confidence: float | None = None) -> dict[str, float | None]:
+    """What the gate reads of each task of a world check (:func:`world_vs_real_on_eval_starts`; the pooled row
+    ``all`` left out): with ``confidence`` the precision's one-sided Wilson lower bound at that confidence
+    (:func:`precision_lower_bound`), else the point estimate; None where the world counts no success."""
+    return {t: row.get("precision") if confidence is None or row.get("precision") is None
+            else precision_lower_bound(row, confidence)
+            for t, row in check.items() if t != "all"}
+
+
 def gated_tasks(check: dict[str, dict[str, Any]], min_precision: float | None,
                 confidence: float | None = None) -> list[str]:
     """The tasks of a round's world check (:func:`world_vs_real_on_eval_starts`) whose precision is below
     ``min_precision``: the round clones none of their kept successes. With ``confidence`` the precision read is
-    its one-sided Wilson lower bound at that confidence (:func:`precision_lower_bound`), else the point estimate.
+    its one-sided Wilson lower bound at that confidence (:func:`precision_reads`), else the point estimate.
     A task without imagined successes there (precision None) is kept; none without a gate or a check."""
+    return reads_below(precision_reads(check, confidence), min_precision)
+
+
+def reads_below(reads: dict[str, float | None], min_precision: float | None) -> list[str]:
+    """The tasks of :func:`precision_reads` read below ``min_precision`` (none without a gate or a read)."""
     if min_precision is None:
         return []
-    out = []
-    for t, row in check.items():
-        if t == "all" or row.get("precision") is None:
-            continue
-        read = row["precision"] if confidence is None else precision_lower_bound(row, confidence)
-        if read is not None and read < float(min_precision):
-            out.append(t)
-    return out
+    return [t for t, read in reads.items() if read is not None and read < float(min_precision)]
 
 
 def fit_round_zero_world(pipe: Any, out: Path) -> tuple[Path, float]:
@@ -459,6 +465,8 @@ __all__ = [
     "imagined_overrating",
     "pool_check_rows",
     "precision_lower_bound",
+    "precision_reads",
+    "reads_below",
     "pooled_gate_check",
     "round_gate_rows",
     "self_imitation_round",
