@@ -1348,6 +1348,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "world's confidence gate minus its point gate / the arm-unrolled world's / the arm-unrolled world's point gate "
      "minus the one-step world's / the arm-unrolled world's confidence gate over SFT: differences [95% CI]",
      lambda d: _pairs(d, ["r0k8conf - r0k8", "r0k8armconf - r0k8arm", "r0k8arm - r0gate", "r0k8armconf - sft"]), ""),
+    ("world_vs_real_gate_line_conf90_s84.json", "session 84: the gated line's rounds 0-3 (runs/s78/gate_seed_S) read "
+     "as self_imitation.gate_confidence=0.9 reads them (--gate-confidence 0.9): the gate's own check (50 fresh starts "
+     "per task) against the check on the evaluation's 100, task decisions alike at 0.5 (at the point estimate: 64 "
+     "of 72, world_vs_real_gate_line_s79.json)",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+    ("world_vs_real_k8arm_conf90_s84.json", "same reading, round 0 of the arm-unrolled world (runs/s83/k8armconf_seed_S; "
+     "at the point estimate: 14 of 18, world_vs_real_k8arm_s83.json)",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+    ("world_vs_real_k8_conf90_s84.json", "same reading, round 0 of the 8-step world (runs/s82/k8_seed_S; at the point "
+     "estimate: 18 of 18, world_vs_real_k8_line_s82.json)",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

@@ -221,10 +221,13 @@ def pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float) -> dict[str, Any] | None:
+def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float,
+                   confidence: float | None = None) -> dict[str, Any] | None:
     """The rounds of ``per_run`` (run -> round -> the check on the evaluation's starts) whose gate checked on
     fresh starts of its own (``round_R/gate_check.json``): does it gate the same tasks at ``threshold`` as the
-    check on the evaluation's starts would? None when no round has one."""
+    check on the evaluation's starts would? Both read each task's precision as the gate does
+    (:func:`imagination.self_imitation.gated_tasks`): the point estimate, or with ``confidence`` its one-sided
+    Wilson lower bound at that confidence. None when no round has one."""
     from imagination.self_imitation import GATE_CHECK, gated_tasks
 
     rows: dict[str, dict[str, Any]] = {}
@@ -233,8 +236,8 @@ def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float) -> dict
             p = Path(run) / f"round_{r}" / GATE_CHECK
             if p.is_file():
                 fresh = json.loads(p.read_text())["check"]
-                rows.setdefault(run, {})[r] = {"fresh": fresh, "gated_fresh": gated_tasks(fresh, threshold),
-                                               "gated_eval": gated_tasks(check, threshold)}
+                rows.setdefault(run, {})[r] = {"fresh": fresh, "gated_fresh": gated_tasks(fresh, threshold, confidence),
+                                               "gated_eval": gated_tasks(check, threshold, confidence)}
     if not rows:
         return None
     same = [(t in v["gated_fresh"]) == (t in v["gated_eval"])
@@ -243,7 +246,7 @@ def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float) -> dict
     tasks = [t for t in next(iter(next(iter(rows.values())).values()))["fresh"] if t != "all"]
     by_round = {str(r): {t: pool([v[str(r)]["fresh"][t] for v in rows.values() if str(r) in v]) for t in tasks}
                 for r in rounds}
-    return {"threshold": threshold, "per_run": rows, "decisions": len(same), "agree": int(sum(same)),
+    return {"threshold": threshold, "confidence": confidence, "per_run": rows, "decisions": len(same), "agree": int(sum(same)),
             "by_round": by_round}
 
 
@@ -258,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                    "0: not fine-tuned) and set it against the simulator for that policy (refit_checks)")
     p.add_argument("--gate-threshold", type=float, default=0.5,
                    help="the precision below which a gate check keeps a task out (rounds with their own gate check)")
+    p.add_argument("--gate-confidence", type=float, default=None,
+                   help="read each task's precision as its one-sided Wilson lower bound at this confidence, as "
+                   "self_imitation.gate_confidence does (default: the point estimate)")
     p.add_argument("--quick", action="store_true", help="a tiny self-imitation run made here (one round)")
     p.add_argument("--out", default="benchmarks/results/world_vs_real.json")
     p.add_argument("--no-progress", action="store_true")
@@ -272,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not 0.0 < a.gate_threshold <= 1.0:
             raise WmrlError(f"--gate-threshold {a.gate_threshold}: expected a precision in (0, 1]")
+        if a.gate_confidence is not None and not 0.5 <= a.gate_confidence < 1.0:
+            raise WmrlError(f"--gate-confidence {a.gate_confidence}: expected a confidence in [0.5, 1)")
         if a.refit_episodes is not None and (min(a.refit_episodes) < 0 or not max(a.refit_episodes)):
             raise WmrlError(f"--refit-episodes {a.refit_episodes}: expected counts >= 0, one of them > 0")
         runs = [quick_run()] if a.quick else list(a.runs)
@@ -308,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         refit["pooled"] = {n: {t: pool([v[n][t] for k, v in refit.items() if k != "pooled"]) for t in tasks}
                            for n in counts}
     res = {"per_run": per_run, "by_round": by_round, "by_task": by_task, "real_reproduced": reproduced, "refit": refit,
-           "gate": gate_agreement(per_run, a.gate_threshold),
+           "gate": gate_agreement(per_run, a.gate_threshold, a.gate_confidence),
            "runs": [str(r) for r in runs], "rounds": all_rounds, "quick": a.quick,
            "wall_time_s": time.perf_counter() - t0, "machine": environment_info()}
     atomic_write_json(a.out, res)

@@ -158,3 +158,8 @@ def test_gate_agreement_sets_each_rounds_fresh_check_against_the_evaluation_star
     assert v["gated_fresh"] == ["PushCube-v0", "LiftCube-v0"] and v["gated_eval"] == ["PushCube-v0"]
     assert g["by_round"]["1"]["LiftCube-v0"]["precision"] == pytest.approx(0.25)
     assert gate_agreement({str(tmp_path): {"0": on_eval}}, 0.5) is None
+    # at 90%, LiftCube's 3 of 4 on the evaluation's starts reads a Wilson bound of 0.43: gated too
+    g90 = gate_agreement(per_run, 0.5, 0.9)
+    assert g90["confidence"] == 0.9 and g["confidence"] is None
+    assert g90["per_run"][str(tmp_path)]["1"]["gated_eval"] == ["PushCube-v0", "LiftCube-v0"]
+    assert g90["decisions"] == 2 and g90["agree"] == 2
