@@ -1356,6 +1356,22 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("world_vs_real_k8arm_conf90_s84.json", "same reading, round 0 of the arm-unrolled world (runs/s83/k8armconf_seed_S; "
      "at the point estimate: 14 of 18, world_vs_real_k8arm_s83.json)",
      lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+    ("policy_compare_armconf_line_s84.json", "session 84: rounds 1-2 of the arm-unrolled world with the 90% gate "
+     "(runs/s83/k8armconf_seed_S, coevolution.rounds=2; 68-73k real steps per run), 600 held-out episodes per policy: "
+     "rounds 1 / 2 over SFT; round 2 minus round 0 / minus the gated line's round 2 (one-step world, point gate) / "
+     "minus real GRPO run on to the gated line's round-3 budget (82-86k real steps)",
+     lambda d: f"{_lifts(d, 'r1k8armconf', 'r2k8armconf')}; {_extra_pair(d, 'r2k8armconf', 'r0k8armconf')} / "
+     f"{_extra_pair(d, 'r2k8armconf', 'r2gate')} / {_extra_pair(d, 'r2k8armconf', 'real_b3')}", ""),
+    ("paired_armconf_line_s84.json", "same runs, paired start by start on the parent runs' own 600 starts: round 2 "
+     "minus round 0 / minus round 1 / minus the gated line's round 2 / over SFT: differences [95% CI]",
+     lambda d: _pairs(d, ["r2k8armconf - r0k8armconf", "r2k8armconf - r1k8armconf", "r2k8armconf - r2gate",
+                          "r2k8armconf - sft"]), ""),
+    ("world_vs_real_armconf_line_s84.json", "same runs, rounds 0-2 read at --gate-confidence 0.9: the gate's own check "
+     "against the check on the evaluation's starts, task decisions alike; the gate checks' precision PushCube / PushCubeSpatial / "
+     "StackCube by round, pooled over the runs",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + "; ".join(" / ".join(
+         _fmt(_get(d, f"gate.by_round.{r}.{t}.precision")) for t in ("PushCube-v0", "PushCubeSpatial-v0", "StackCube-v0"))
+         for r in range(3)), ""),
     ("world_vs_real_k8_conf90_s84.json", "same reading, round 0 of the 8-step world (runs/s82/k8_seed_S; at the point "
      "estimate: 18 of 18, world_vs_real_k8_line_s82.json)",
      lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
