@@ -1356,6 +1356,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("world_vs_real_k8arm_conf90_s84.json", "same reading, round 0 of the arm-unrolled world (runs/s83/k8armconf_seed_S; "
      "at the point estimate: 14 of 18, world_vs_real_k8arm_s83.json)",
      lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+    ("world_vs_real_k8_conf90_s84.json", "same reading, round 0 of the 8-step world (runs/s82/k8_seed_S; at the point "
+     "estimate: 18 of 18, world_vs_real_k8_line_s82.json)",
+     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
     ("policy_compare_armconf_line_s84.json", "session 84: rounds 1-2 of the arm-unrolled world with the 90% gate "
      "(runs/s83/k8armconf_seed_S, coevolution.rounds=2; 68-73k real steps per run), 600 held-out episodes per policy: "
      "rounds 1 / 2 over SFT; round 2 minus round 0 / minus the gated line's round 2 (one-step world, point gate) / "
@@ -1372,9 +1375,6 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + "; ".join(" / ".join(
          _fmt(_get(d, f"gate.by_round.{r}.{t}.precision")) for t in ("PushCube-v0", "PushCubeSpatial-v0", "StackCube-v0"))
          for r in range(3)), ""),
-    ("world_vs_real_k8_conf90_s84.json", "same reading, round 0 of the 8-step world (runs/s82/k8_seed_S; at the point "
-     "estimate: 18 of 18, world_vs_real_k8_line_s82.json)",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
