@@ -1365,16 +1365,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "minus real GRPO run on to the gated line's round-3 budget (82-86k real steps)",
      lambda d: f"{_lifts(d, 'r1k8armconf', 'r2k8armconf')}; {_extra_pair(d, 'r2k8armconf', 'r0k8armconf')} / "
      f"{_extra_pair(d, 'r2k8armconf', 'r2gate')} / {_extra_pair(d, 'r2k8armconf', 'real_b3')}", ""),
+    ("policy_compare_armconf_line_s84.json", "same line, round 3 (82-88k real steps per run): over SFT; minus round 0 "
+     "/ minus the gated line's round 3 / minus real GRPO at the gated line's round-3 budget (82-86k)",
+     lambda d: f"{_lifts(d, 'r3k8armconf')}; {_extra_pair(d, 'r3k8armconf', 'r0k8armconf')} / "
+     f"{_extra_pair(d, 'r3k8armconf', 'r3gate')} / {_extra_pair(d, 'r3k8armconf', 'real_b3')}", ""),
     ("paired_armconf_line_s84.json", "same runs, paired start by start on the parent runs' own 600 starts: round 2 "
      "minus round 0 / minus round 1 / minus the gated line's round 2 / over SFT: differences [95% CI]",
      lambda d: _pairs(d, ["r2k8armconf - r0k8armconf", "r2k8armconf - r1k8armconf", "r2k8armconf - r2gate",
                           "r2k8armconf - sft"]), ""),
-    ("world_vs_real_armconf_line_s84.json", "same runs, rounds 0-2 read at --gate-confidence 0.9: the gate's own check "
+    ("world_vs_real_armconf_line_s84.json", "same runs, rounds 0-3 read at --gate-confidence 0.9: the gate's own check "
      "against the check on the evaluation's starts, task decisions alike; the gate checks' precision PushCube / PushCubeSpatial / "
      "StackCube by round, pooled over the runs",
      lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + "; ".join(" / ".join(
          _fmt(_get(d, f"gate.by_round.{r}.{t}.precision")) for t in ("PushCube-v0", "PushCubeSpatial-v0", "StackCube-v0"))
-         for r in range(3)), ""),
+         for r in range(4)), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
