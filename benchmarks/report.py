@@ -267,6 +267,12 @@ def _self_imitation(d: dict) -> str:
     return f"{_fmt(d['sft_success'])} -> {rounds} (paired lift per seed {lifts}; {steps:,.0f} real env steps per seed)"
 
 
+def _gate_agreement(d: dict) -> str:
+    """``68 of 72``: a world_vs_real.json's gate decisions alike in its two checks (``gate.agree`` of
+    ``gate.decisions``)."""
+    return f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}"
+
+
 def _lifts(d: dict, *arms: str) -> str:
     """``+0.012 / -0.003 / ...``: each arm's paired difference against a policy_compare.json's reference."""
     return " / ".join(f"{_get(d, f'paired.{k}.mean_diff'):+.3f}" for k in arms)
@@ -1270,7 +1276,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("world_vs_real_gate_check_s78.json", "same runs, round 0: the gate's own check (50 fresh real starts per task, "
      "13k real steps) against the check on the evaluation's 100: task decisions alike at precision 0.5; precision "
      "PushCube / PushCubeSpatial / LiftCube / PlaceInBowl / PlaceInSpatialBowl / StackCube, fresh check pooled",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + " / ".join(
+     lambda d: f"{_gate_agreement(d)}; " + " / ".join(
          _fmt(_get(d, f"gate.by_round.0.{t}.precision")) for t in (
              "PushCube-v0", "PushCubeSpatial-v0", "LiftCube-v0", "PlaceInBowl-v0", "PlaceInSpatialBowl-v0",
              "StackCube-v0")), ""),
@@ -1289,7 +1295,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("world_vs_real_gate_line_s79.json", "same runs, rounds 0-3: the gate's own check (50 fresh starts per task) "
      "against the check on the evaluation's 100: task decisions alike at precision 0.5; PushCube's precision by "
      "round, pooled over the runs",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + " / ".join(
+     lambda d: f"{_gate_agreement(d)}; " + " / ".join(
          _fmt(_get(d, f"gate.by_round.{r}.PushCube-v0.precision")) for r in range(4)), ""),
     ("policy_compare_pool_line_s80.json", "session 80: the gated line with pooled checks (runs/s80/pool_seed_S: "
      "branched from the gated line's round 0, self_imitation.pool_checks=true), 600 held-out episodes per policy: "
@@ -1352,13 +1358,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "as self_imitation.gate_confidence=0.9 reads them (--gate-confidence 0.9): the gate's own check (50 fresh starts "
      "per task) against the check on the evaluation's 100, task decisions alike at 0.5 (at the point estimate: 64 "
      "of 72, world_vs_real_gate_line_s79.json)",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+     _gate_agreement, ""),
     ("world_vs_real_k8arm_conf90_s84.json", "same reading, round 0 of the arm-unrolled world (runs/s83/k8armconf_seed_S; "
      "at the point estimate: 14 of 18, world_vs_real_k8arm_s83.json)",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+     _gate_agreement, ""),
     ("world_vs_real_k8_conf90_s84.json", "same reading, round 0 of the 8-step world (runs/s82/k8_seed_S; at the point "
      "estimate: 18 of 18, world_vs_real_k8_line_s82.json)",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}", ""),
+     _gate_agreement, ""),
     ("policy_compare_armconf_line_s84.json", "session 84: rounds 1-2 of the arm-unrolled world with the 90% gate "
      "(runs/s83/k8armconf_seed_S, coevolution.rounds=2; 68-73k real steps per run), 600 held-out episodes per policy: "
      "rounds 1 / 2 over SFT; round 2 minus round 0 / minus the gated line's round 2 (one-step world, point gate) / "
@@ -1376,7 +1382,7 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("world_vs_real_armconf_line_s84.json", "same runs, rounds 0-3 read at --gate-confidence 0.9: the gate's own check "
      "against the check on the evaluation's starts, task decisions alike; the gate checks' precision PushCube / PushCubeSpatial / "
      "StackCube by round, pooled over the runs",
-     lambda d: f"{_get(d, 'gate.agree')} of {_get(d, 'gate.decisions')}; " + "; ".join(" / ".join(
+     lambda d: f"{_gate_agreement(d)}; " + "; ".join(" / ".join(
          _fmt(_get(d, f"gate.by_round.{r}.{t}.precision")) for t in ("PushCube-v0", "PushCubeSpatial-v0", "StackCube-v0"))
          for r in range(4)), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
