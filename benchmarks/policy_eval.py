@@ -246,6 +246,40 @@ def evaluate_policy(
     }
 
 
+def play_seeds(
+    policy: Any,
+    task: str,
+    seeds: list[int],
+    num_envs: int = 10,
+    deterministic: bool = True,
+    render: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One real episode of ``policy`` on ``task`` from each start seed in ``seeds`` (any seeds, in order;
+    ``num_envs`` at a time), as :func:`evaluate_policy` plays its contiguous ones: an episode's start and
+    outcome depend on its seed alone, not on the episodes batched with it. Returns success bool (n,) and
+    length int (n,) in the order of ``seeds``; empty arrays for no seeds."""
+    import envs
+
+    if num_envs < 1:
+        raise WmrlError(f"num_envs={num_envs} must be >= 1")
+    if not seeds:
+        return np.zeros(0, bool), np.zeros(0, int)
+    actor = make_actor(policy, int(seeds[0]), deterministic)
+    max_steps = int(envs.task_spec(task).max_episode_steps)
+    succ, lens = [], []
+    for i in range(0, len(seeds), num_envs):
+        batch = [int(s) for s in seeds[i:i + num_envs]]
+        env = envs.make_vec(task, num_envs=len(batch), image_size=actor.image_size, wrist_image=actor.use_wrist,
+                            **(render or {}))
+        try:
+            s, ln, _ = _run_batch(env, actor, batch, max_steps, 0)
+        finally:
+            env.close()
+        succ.append(s)
+        lens.append(ln)
+    return np.concatenate(succ), np.concatenate(lens)
+
+
 def save_video(path: Path, frames: np.ndarray, fps: int = 10, scale: int = 3) -> Path:
     """Write a rollout video (``wmrl.video.write_video``, atomic mp4)."""
     from wmrl.video import write_video

@@ -1385,6 +1385,20 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: f"{_gate_agreement(d)}; " + "; ".join(" / ".join(
          _fmt(_get(d, f"gate.by_round.{r}.{t}.precision")) for t in ("PushCube-v0", "PushCubeSpatial-v0", "StackCube-v0"))
          for r in range(4)), ""),
+    ("gate_check_cost_s85.json", "session 85: the gate's own check (50 fresh starts per task) with the simulator "
+     "playing only the starts the world calls a success (self_imitation.check_real=world_successes) against every "
+     "start, rounds 0-1 of three fresh gated runs (runs/s85/gate_seed_S): real env steps, every start / the world's "
+     "successes (share); real outcomes reproduced on the starts both play; gate decisions alike (0.5 on the point "
+     "estimate and on the 90% bound)",
+     lambda d: f"{_fmt(_get(d, 'summary.steps_all'))} / {_fmt(_get(d, 'summary.steps_world_successes'))} "
+     f"({_fmt(_get(d, 'summary.step_share'))}); {_get(d, 'summary.real_reproduced')} of {_get(d, 'summary.played')}; "
+     f"{_get(d, 'summary.decisions_same')} of {_get(d, 'summary.decisions')}", ""),
+    ("gate_check_cost_s85.json", "same benchmark (--kept): the share of the kept gate checks' starts the world calls a "
+     "success, so the episodes such a check would have played: the one-step gated line, rounds 0-3 / the arm-unrolled "
+     "90% line, rounds 0-3 (3,600 starts each)",
+     lambda d: " / ".join(_fmt(((d.get("kept") or {}).get(f"benchmarks/results/{f}") or {}).get("share"))
+                          for f in ("world_vs_real_gate_line_conf90_s84.json", "world_vs_real_armconf_line_s84.json")),
+     ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

@@ -205,20 +205,35 @@ def refit_checks(run: Path, r: int, episodes: list[int], progress: bool = False)
 
 def pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Rows of :func:`world_vs_real_on_eval_starts` (one task, several runs) pooled: rates and counts summed
-    over their episodes, the standard error as sqrt(sum se^2) / k."""
+    over their episodes, the standard error as sqrt(sum se^2) / k. A field some row lacks (a check that played
+    only the world's successes, :func:`imagination.self_imitation.partial_rows`) pools to None."""
     n = np.array([r["episodes"] for r in rows], float)
     w = n / n.sum()
     imagined = float(sum(wi * r["imagined"] for wi, r in zip(w, rows)))
-    real = float(sum(wi * r["real"] for wi, r in zip(w, rows)))
-    false, missed = sum(r["false_successes"] for r in rows), sum(r["missed_successes"] for r in rows)
+    known = all(r.get("real") is not None and r.get("missed_successes") is not None for r in rows)
+    real = float(sum(wi * r["real"] for wi, r in zip(w, rows))) if known else None
+    false = sum(r["false_successes"] for r in rows)
     hits = imagined * n.sum()
-    ses = [r["overrating_se"] for r in rows]
+    ses = [r.get("overrating_se") for r in rows]
     return {
-        "episodes": float(n.sum()), "imagined": imagined, "real": real, "overrating": imagined - real,
+        "episodes": float(n.sum()), "imagined": imagined, "real": real,
+        "overrating": imagined - real if real is not None else None,
         "overrating_se": None if any(s is None for s in ses) else float(math.sqrt(sum(s * s for s in ses)) / len(ses)),
-        "false_successes": float(false), "missed_successes": float(missed),
+        "false_successes": float(false),
+        "missed_successes": float(sum(r["missed_successes"] for r in rows)) if known else None,
         "precision": float((hits - false) / hits) if hits > 0.5 else None,
     }
+
+
+def check_gate_reading(threshold: float, confidence: float | None, threshold_flag: str, confidence_flag: str) -> None:
+    """A one-line WmrlError naming the flag when a gate's threshold is outside (0, 1] or its confidence (None: the
+    point estimate) outside [0.5, 1), the ranges of ``self_imitation.min_precision`` and ``gate_confidence``."""
+    from wmrl.errors import WmrlError
+
+    if not 0.0 < threshold <= 1.0:
+        raise WmrlError(f"{threshold_flag} {threshold}: expected a precision in (0, 1]")
+    if confidence is not None and not 0.5 <= confidence < 1.0:
+        raise WmrlError(f"{confidence_flag} {confidence}: expected a confidence in [0.5, 1)")
 
 
 def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float,
@@ -276,10 +291,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     try:
-        if not 0.0 < a.gate_threshold <= 1.0:
-            raise WmrlError(f"--gate-threshold {a.gate_threshold}: expected a precision in (0, 1]")
-        if a.gate_confidence is not None and not 0.5 <= a.gate_confidence < 1.0:
-            raise WmrlError(f"--gate-confidence {a.gate_confidence}: expected a confidence in [0.5, 1)")
+        check_gate_reading(a.gate_threshold, a.gate_confidence, "--gate-threshold", "--gate-confidence")
         if a.refit_episodes is not None and (min(a.refit_episodes) < 0 or not max(a.refit_episodes)):
             raise WmrlError(f"--refit-episodes {a.refit_episodes}: expected counts >= 0, one of them > 0")
         runs = [quick_run()] if a.quick else list(a.runs)

@@ -26,7 +26,10 @@ real outcomes, so their real steps count in the round's budget (:func:`gate_chec
 ``check_episodes`` > 0 those of a check of its own on fresh starts; ``pool_checks`` pools the checks of every
 round so far (:func:`pooled_gate_check`), as a task's precision read on one round's few world successes is noisy;
 ``gate_confidence`` gates on the precision's one-sided Wilson lower bound instead (:func:`precision_lower_bound`), so
-a task passes only when its check's successes show the precision above ``min_precision`` at that confidence.
+a task passes only when its check's successes show the precision above ``min_precision`` at that confidence;
+``check_real: world_successes`` plays the simulator only from the check's starts the world calls a success
+(:func:`fresh_check`), all that the precision depends on: the same gate for about two fifths of the check's real steps
+(``benchmarks.gate_check_cost``).
 
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
@@ -50,6 +53,8 @@ WORLD_CHECK = "world_vs_real.json"
 GATE_CHECK = "gate_check.json"
 #: a task's check starts are ``check_seed + 1000 * task + episode``: at most this many per task
 MAX_CHECK_EPISODES = 1000
+#: ``self_imitation.check_real``: the simulator plays every start of the gate's check, or the world's successes only
+CHECK_REAL = ("all", "world_successes")
 
 
 @dataclass
@@ -81,6 +86,11 @@ class SelfImitationConfig:
             confidence (:func:`precision_lower_bound`; 0.9: the bound the precision exceeds with 90% confidence)
             instead of the point estimate, so a task whose check counts few world successes passes only when
             nearly all of them are real. None: the point estimate.
+        check_real: which starts of the gate's own check (``check_episodes`` > 0) the simulator plays. ``all``:
+            every one, so the check also reads the policy's real success there. ``world_successes``: only those
+            whose episode the world calls a success, as the precision the gate reads (the share of the world's
+            successes the simulator confirms) depends on those alone: the same gate for the real steps of the
+            world's successes only (the rows then read None for the real success and the missed successes).
     """
 
     enabled: bool = False
@@ -94,6 +104,7 @@ class SelfImitationConfig:
     check_episodes: int = 0
     pool_checks: bool = False
     gate_confidence: float | None = None
+    check_real: str = "all"
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -122,6 +133,11 @@ class SelfImitationConfig:
         if self.gate_confidence is not None and self.min_precision is None:
             raise ConfigError(f"self_imitation.gate_confidence={self.gate_confidence} sets the confidence of the "
                               f"precision gate; it needs self_imitation.min_precision (a number in (0, 1])")
+        if self.check_real not in CHECK_REAL:
+            raise ConfigError(f"self_imitation.check_real={self.check_real!r}; expected one of {', '.join(CHECK_REAL)}")
+        if self.check_real != "all" and int(self.check_episodes) == 0:
+            raise ConfigError(f"self_imitation.check_real={self.check_real} plays the gate's own check on fresh starts; "
+                              f"it needs self_imitation.check_episodes > 0 (0 reads the evaluation's starts)")
 
 
 def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
@@ -259,13 +275,7 @@ def world_vs_real_on_eval_starts(
     are real; None without any); per task also ``imagined_outcomes``, the world's outcome episode by episode in
     seed order (``"0"``/``"1"``, as the evaluation's ``outcomes``), for paired comparisons of worlds on these
     starts. {} without the marker or its outcomes."""
-    import math
-
     import numpy as np
-
-    import envs
-    from benchmarks._split_worlds import StateModelVectorEnv
-    from benchmarks.state_model_ranking import episode_successes
 
     block = None if entering is None else entering.get("eval", entering)
     outcomes = (block or {}).get("outcomes", {})
@@ -277,15 +287,36 @@ def world_vs_real_on_eval_starts(
         from wmrl.errors import WmrlError
 
         raise WmrlError(f"the evaluation's outcomes cover {sorted(eps)} episodes per task; expected one count")
-    n = eps.pop()
+    imagined = world_outcomes(policy, model, tasks, eps.pop(), eval_seed, env_kwargs)
+    return check_rows(tasks, imagined, np.stack([real[t] for t in tasks]))
+
+
+def world_outcomes(policy: Any, model: Any, tasks: list[str], episodes: int, seed: int,
+                   env_kwargs: dict) -> Any:
+    """``policy`` with its mean action in the world of ``model`` (:class:`benchmarks._split_worlds.StateModelVectorEnv`)
+    from the starts ``seed + 1000 * i + e`` (task i, episode e), for a full episode: bool (len(tasks), episodes),
+    whether the world calls each episode a success. No real physics step is taken beyond the resets."""
+    import envs
+    from benchmarks._split_worlds import StateModelVectorEnv
+    from benchmarks.state_model_ranking import episode_successes
 
     def make_world(task: str, num: int) -> Any:
         return StateModelVectorEnv(envs.make_vec(task, num, autoreset_mode="same_step", **env_kwargs), model)
 
     horizon = envs.full_episode_chunks(tasks, policy.chunk_size)
-    imagined = episode_successes(policy, make_world, tasks, n, eval_seed, horizon).reshape(len(tasks), n)
+    return episode_successes(policy, make_world, tasks, episodes, seed, horizon).reshape(len(tasks), episodes)
 
-    def row(s: np.ndarray, r: np.ndarray) -> dict[str, float | None]:
+
+def check_rows(tasks: list[str], imagined: Any, real: Any) -> dict[str, dict[str, Any]]:
+    """The world-vs-simulator rows of :func:`world_vs_real_on_eval_starts` from the outcomes, task by task (and
+    ``all``, pooled): ``imagined`` bool (T, E), the world's; ``real`` bool (T, E), the simulator's on the same
+    starts (a check that played only the world's successes passes False elsewhere and reads the rows through
+    :func:`partial_rows`)."""
+    import math
+
+    import numpy as np
+
+    def row(s: Any, r: Any) -> dict[str, float | None]:
         d = s.astype(float) - r.astype(float)
         return {
             "episodes": float(len(s)), "imagined": float(s.mean()), "real": float(r.mean()),
@@ -295,10 +326,19 @@ def world_vs_real_on_eval_starts(
             "precision": float((s & r).sum() / s.sum()) if s.any() else None,
         }
 
-    out = {t: {**row(imagined[i], real[t]), "imagined_outcomes": "".join("1" if x else "0" for x in imagined[i])}
+    imagined, real = np.asarray(imagined, bool), np.asarray(real, bool)
+    out = {t: {**row(imagined[i], real[i]), "imagined_outcomes": "".join("1" if x else "0" for x in imagined[i])}
            for i, t in enumerate(tasks)}
-    out["all"] = row(imagined.ravel(), np.concatenate([real[t] for t in tasks]))
+    out["all"] = row(imagined.ravel(), real.ravel())
     return out
+
+
+def partial_rows(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`check_rows` of a check whose simulator played only the world's successes: the fields those
+    outcomes do not determine set to None, ``real_played`` (the episodes played: the world's successes) added."""
+    unknown = ("real", "overrating", "overrating_se", "missed_successes")
+    return {t: {**row, **dict.fromkeys(unknown), "real_played": round(row["imagined"] * row["episodes"])}
+            for t, row in rows.items()}
 
 
 def check_seed(run_seed: int, r: int) -> int:
@@ -317,9 +357,11 @@ def gate_check(pipe: Any, r: int, out: Path, policy: Any, model: Any,
     (``eval_env_steps`` of the entering policy's evaluation) count, as the gate trains on what they found;
     without one, or without outcomes to read, none. N > 0: ``policy`` (the policy entering the round) plays N
     real episodes per task with its mean action, as the evaluation plays, from the fresh starts of
-    :func:`check_seed`, and the same starts in the world of ``model``; their real steps count whether or not a
-    gate reads them. Recorded in ``out/gate_check.json`` (``seed``, ``episodes_per_task``, ``real_env_steps``,
-    ``real``: the simulator's outcomes, ``check``: the rows) and read back on resume."""
+    :func:`check_seed`, and the same starts in the world of ``model`` (:func:`fresh_check`; with
+    ``self_imitation.check_real: world_successes`` the simulator plays only the starts the world calls a success);
+    their real steps count whether or not a gate reads them. Recorded in ``out/gate_check.json`` (``seed``,
+    ``episodes_per_task``, ``check_real``, ``real_env_steps``, ``real``: the simulator's outcomes, ``check``: the
+    rows) and read back on resume."""
     from wmrl.io import atomic_write_json
 
     si = pipe.cfg.self_imitation_config()
@@ -331,15 +373,55 @@ def gate_check(pipe: Any, r: int, out: Path, policy: Any, model: Any,
         return eval_check, float(entering.get("eval", entering)["eval_env_steps"])
     path = out / GATE_CHECK
     if not path.is_file():
-        from imagination.pipeline import evaluate_in_sim
-
-        seed = check_seed(pipe.cfg.seed, r)
-        real = evaluate_in_sim(policy, pipe.cfg, episodes_per_task=n, seed=seed)
-        rows = world_vs_real_on_eval_starts(policy, model, pipe.tasks(), real, seed, pipe.env_kwargs())
-        atomic_write_json(path, {"seed": seed, "episodes_per_task": n, "real_env_steps": real["eval_env_steps"],
-                                 "real": real, "check": rows})
+        atomic_write_json(path, fresh_check(policy, model, pipe.cfg, pipe.tasks(), n, check_seed(pipe.cfg.seed, r),
+                                            si.check_real))
     rec = json.loads(path.read_text())
     return rec["check"], float(rec["real_env_steps"])
+
+
+def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: int, seed: int,
+                check_real: str = "all") -> dict[str, Any]:
+    """The world of ``model`` against the simulator for ``policy`` (its mean action, as the evaluation plays) on
+    ``episodes`` fresh starts per task, episode e of task i from ``seed + 1000 * i + e``, in run config ``cfg``'s
+    protocol (its evaluation's sub-envs and render); the record :func:`gate_check` keeps.
+
+    ``check_real`` (``self_imitation.check_real``): ``all`` plays every start in the simulator
+    (:func:`imagination.pipeline.evaluate_in_sim`) and sets the world against it start by start
+    (:func:`world_vs_real_on_eval_starts`); ``world_successes`` plays the world first
+    (:func:`world_outcomes`) and the simulator only from the starts the world calls a success
+    (:func:`benchmarks.policy_eval.play_seeds`), enough for the precision the gate reads
+    (:func:`partial_rows`).
+
+    Returns ``seed``, ``episodes_per_task``, ``check_real``, ``real_env_steps`` (the simulator's steps),
+    ``real`` (``all``: the evaluation record; ``world_successes``: per task ``played``, the episode indices
+    played, and ``outcomes`` / ``lengths`` there) and ``check`` (the rows)."""
+    import numpy as np
+
+    from imagination.pipeline import evaluate_in_sim, run_env_kwargs
+
+    if check_real not in CHECK_REAL:
+        raise ConfigError(f"self_imitation.check_real={check_real!r}; expected one of {', '.join(CHECK_REAL)}")
+    head = {"seed": seed, "episodes_per_task": episodes, "check_real": check_real}
+    if check_real == "all":
+        real = evaluate_in_sim(policy, cfg, episodes_per_task=episodes, seed=seed)
+        rows = world_vs_real_on_eval_starts(policy, model, tasks, real, seed, run_env_kwargs(cfg))
+        return {**head, "real_env_steps": real["eval_env_steps"], "real": real, "check": rows}
+    from benchmarks.policy_eval import play_seeds
+
+    imagined = world_outcomes(policy, model, tasks, episodes, seed, run_env_kwargs(cfg))
+    real = np.zeros_like(imagined)
+    played: dict[str, dict[str, Any]] = {}
+    steps = 0
+    for i, task in enumerate(tasks):
+        idx = np.flatnonzero(imagined[i])
+        ok, lengths = play_seeds(policy, task, [seed + 1000 * i + int(e) for e in idx], num_envs=cfg.eval.num_envs,
+                                 render=cfg.render.env_kwargs())
+        real[i, idx] = ok
+        steps += int(lengths.sum())
+        played[task] = {"played": [int(e) for e in idx], "outcomes": "".join("1" if x else "0" for x in ok),
+                        "lengths": [int(x) for x in lengths]}
+    return {**head, "real_env_steps": float(steps), "real": played,
+            "check": partial_rows(check_rows(tasks, imagined, real))}
 
 
 def round_gate_rows(pipe: Any, q: int) -> tuple[dict[str, dict[str, Any]], float]:
@@ -457,8 +539,10 @@ def check_self_imitation_config(cfg: Any) -> None:
 __all__ = [
     "SelfImitationConfig",
     "check_self_imitation_config",
+    "check_rows",
     "check_seed",
     "fit_round_zero_world",
+    "fresh_check",
     "gate_check",
     "policy_rollouts_for_world",
     "gated_tasks",
@@ -467,8 +551,10 @@ __all__ = [
     "precision_lower_bound",
     "precision_reads",
     "reads_below",
+    "partial_rows",
     "pooled_gate_check",
     "round_gate_rows",
     "self_imitation_round",
+    "world_outcomes",
     "world_vs_real_on_eval_starts",
 ]

@@ -1979,6 +1979,7 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     from imagination.self_imitation import (
         GATE_CHECK,
         check_seed,
+        fresh_check,
         gate_check,
         gated_tasks,
         pool_check_rows,
@@ -2016,6 +2017,49 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
         3, rec["seed"], envs.full_episode_chunks(["PushCube-v0"], pol1.chunk_size))
     assert "".join(str(int(x)) for x in again_check) == rec["real"]["outcomes"]["PushCube-v0"]
     assert gate_check(gated, 2, root / "round_2", None, None, {}) == (rec["check"], rec["real_env_steps"])  # read back
+    # benchmarks.gate_check_cost sets round 2's kept check (every start) beside the world's successes only
+    from benchmarks.gate_check_cost import main as cost_main
+
+    assert cost_main(["--runs", str(root), "--no-progress", "--out", str(tmp_path / "cost.json")]) == 0
+    cost = json.loads((tmp_path / "cost.json").read_text())
+    c2 = cost["per_run"][str(root)]["2"]  # the only round that kept a gate check of its own
+    assert list(cost["per_run"][str(root)]) == ["2"] and c2["seconds_all"] is None and c2["steps_all"] == rec["real_env_steps"]
+    assert c2["world_outcomes_same"] == 1 and c2["real_reproduced"] == c2["real_played"] <= 3
+    assert c2["decisions_same"] == c2["decisions"] == 2 and c2["steps_world_successes"] <= c2["steps_all"]
+    assert cost["summary"]["step_share"] == c2["step_share"] and cost["summary"]["episodes"] == 3
+    assert cost_main(["--runs", str(tmp_path), "--out", str(tmp_path / "bad.json")]) == 2  # not a run folder
+    # check_real=world_successes: the simulator plays only the starts the world calls a success, and the gate
+    # reads the same precision for the real steps of those alone. This tiny world calls few successes, so three
+    # fixed starts are added to its calls (both checks read the same calls; the simulator's side is real)
+    import imagination.self_imitation as sim_mod
+
+    world_calls = sim_mod.world_outcomes
+    with monkeypatch.context() as m:
+        m.setattr(sim_mod, "world_outcomes", lambda *a: world_calls(*a) | np.isin(np.arange(a[3]), [1, 4, 6])[None])
+        world2 = ObjectDynamics.from_pretrained(round_object_dynamics(root, 2))
+        full = fresh_check(pol1, world2, cfg, ["PushCube-v0"], 8, rec["seed"])
+        part = fresh_check(pol1, world2, cfg, ["PushCube-v0"], 8, rec["seed"], "world_successes")
+        fr, pr = full["check"]["PushCube-v0"], part["check"]["PushCube-v0"]
+        hits = [e for e, c in enumerate(fr["imagined_outcomes"]) if c == "1"]
+        assert pr["imagined_outcomes"] == fr["imagined_outcomes"] and {1, 4, 6} <= set(hits)
+        assert part["real"]["PushCube-v0"]["played"] == hits and pr["real_played"] == len(hits)
+        assert part["real"]["PushCube-v0"]["outcomes"] == "".join(full["real"]["outcomes"]["PushCube-v0"][e] for e in hits)
+        assert all(pr[k] == fr[k] for k in ("episodes", "imagined", "false_successes", "precision"))
+        assert pr["real"] is None and pr["missed_successes"] is None and part["check_real"] == "world_successes"
+        assert 0 < part["real_env_steps"] == sum(part["real"]["PushCube-v0"]["lengths"])
+        assert part["real_env_steps"] < full["real_env_steps"] or len(hits) == 8
+        assert gated_tasks(part["check"], 0.5, 0.9) == gated_tasks(full["check"], 0.5, 0.9)
+        assert pool_check_rows([wr, part["check"]])["PushCube-v0"]["real"] is None
+        partial = pipe_with("self_imitation.min_precision=0.5", "self_imitation.check_episodes=8",
+                            "self_imitation.check_real=world_successes")
+        (tmp_path / "r2ws").mkdir()
+        got_rows, got_steps = gate_check(partial, 2, tmp_path / "r2ws", pol1, world2, {})
+        assert got_rows == part["check"] and got_steps == part["real_env_steps"]
+        assert json.loads((tmp_path / "r2ws" / GATE_CHECK).read_text())["check_real"] == "world_successes"
+    with pytest.raises(ConfigError, match="check_real='nope'; expected one of all, world_successes"):
+        pipe_with("self_imitation.check_real=nope")
+    with pytest.raises(ConfigError, match="check_real=world_successes plays the gate's own check .*check_episodes > 0"):
+        pipe_with("self_imitation.check_real=world_successes")
     with pytest.raises(ConfigError, match="self_imitation.check_episodes=1001; expected 0"):
         pipe_with("self_imitation.check_episodes=1001")
     with pytest.raises(ConfigError, match="gate_confidence=0.9 sets the confidence .* needs self_imitation.min_precision"):

@@ -29,6 +29,38 @@ def test_pool_sums_episodes_and_combines_standard_errors():
     assert p["false_successes"] == 45 and p["precision"] == pytest.approx((80 - 45) / 80)
 
 
+def test_a_check_of_the_worlds_successes_alone_reads_the_same_precision_and_pools_the_rest_to_none():
+    """self_imitation.check_real=world_successes: the simulator plays only the starts the world calls a success.
+    The precision and its Wilson bound (all the gate reads) are those of the check on every start; the real
+    success and the missed successes, which the unplayed starts decide, read None, and pool to None."""
+    import numpy as np
+
+    from imagination.self_imitation import check_rows, partial_rows
+
+    tasks = ["PushCube-v0", "LiftCube-v0"]
+    imagined = np.array([[1, 1, 0, 0, 1, 0], [1, 1, 1, 1, 0, 0]], bool)
+    real = np.array([[1, 0, 1, 0, 0, 1], [1, 1, 1, 0, 1, 0]], bool)
+    full = check_rows(tasks, imagined, real)
+    part = partial_rows(check_rows(tasks, imagined, real & imagined))  # the unplayed starts read False
+    for t in tasks:
+        assert {k: part[t][k] for k in ("episodes", "imagined", "false_successes", "precision", "imagined_outcomes")} \
+            == {k: full[t][k] for k in ("episodes", "imagined", "false_successes", "precision", "imagined_outcomes")}
+        assert part[t]["real"] is None and part[t]["missed_successes"] is None and part[t]["overrating_se"] is None
+        assert precision_lower_bound(part[t], 0.9) == precision_lower_bound(full[t], 0.9)
+    assert part["PushCube-v0"]["real_played"] == 3 and part["all"]["real_played"] == 7
+    assert full["PushCube-v0"]["missed_successes"] == 2 and full["PushCube-v0"]["precision"] == pytest.approx(1 / 3)
+    assert gated_tasks(part, 0.5) == gated_tasks(full, 0.5) == ["PushCube-v0"]
+    mixed = pool([full["PushCube-v0"], part["PushCube-v0"]])
+    assert mixed["real"] is None and mixed["missed_successes"] is None and mixed["overrating"] is None
+    assert mixed["false_successes"] == 4 and mixed["precision"] == pytest.approx(2 / 6)
+    assert pool([full["LiftCube-v0"]] * 2)["real"] == pytest.approx(4 / 6)
+    with pytest.raises(ConfigError, match="check_real='some'; expected one of all, world_successes"):
+        SelfImitationConfig(check_real="some")
+    with pytest.raises(ConfigError, match="check_real=world_successes .* needs self_imitation.check_episodes > 0"):
+        SelfImitationConfig(check_real="world_successes")
+    assert SelfImitationConfig(check_real="world_successes", check_episodes=50).check_real == "world_successes"
+
+
 def test_cli_refuses_a_folder_that_is_not_a_run_and_rounds_it_lacks(tmp_path, capsys):
     assert main(["--runs", str(tmp_path / "nope"), "--out", str(tmp_path / "o.json")]) == 2
     assert "is not a wmrl run folder" in capsys.readouterr().err
