@@ -1399,6 +1399,15 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      lambda d: " / ".join(_fmt(((d.get("kept") or {}).get(f"benchmarks/results/{f}") or {}).get("share"))
                           for f in ("world_vs_real_gate_line_conf90_s84.json", "world_vs_real_armconf_line_s84.json")),
      ""),
+    ("policy_compare_gate_line_s85.json", "session 85: a gated line on this session's host (runs/s85/gate_seed_S; "
+     "round 0 checks every start, rounds 1-3 self_imitation.check_real=world_successes; 62.8k real steps per run at "
+     "round 3), 600 held-out episodes per policy: SFT / rounds 0-3 / real GRPO from the same SFT at 63k real steps; "
+     "round 3 minus round 0 / minus real GRPO at 63k",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "r0", "r1", "r2", "r3", "real_63k"))
+     + f"; {_extra_pair(d, 'r3', 'r0')} / {_extra_pair(d, 'r3', 'real_63k')}", ""),
+    ("paired_gate_line_s85.json", "same runs, paired start by start on their own 600 starts: round 3 over SFT / minus "
+     "round 0 / minus real GRPO at 63k (62.4k real steps): differences [95% CI]",
+     lambda d: _pairs(d, ["r3 - sft", "r3 - r0", "r3 - real_63k"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
