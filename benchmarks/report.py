@@ -658,6 +658,9 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "wall time (s) of the two runs; SFT -> RL in imagination -> co-evolution rounds; real RL",
      lambda d: f"{_fmt(d['wall_time_s'])} / {_fmt(d['repeat_wall_time_s'])}; {_main_job(d).split('; ', 1)[1]}",
      "<= 1,800 (30 min)"),
+    ("main_job_default_alone_s85.json", "the same command on a 2-core AVX-512 machine with native bf16, code of "
+     "session 85 (runs/s85/main: the world model's 2,000 steps in 385 s, SFT beside it 444 s; the same figures as "
+     "session 46's AVX-512 machine)", _main_job, "<= 1,800 (30 min)"),
     ("main_job_default_alone_s77.json", "the same command on the 2-core AVX2-only machine, code of session 76 "
      "(runs/s77/default: a world-model step 0.59 s on one thread, so the 900 s cap stopped it at 1,562 of 2,000 "
      "steps; SFT 885 s)", _main_job, "<= 1,800 (30 min)"),
