@@ -52,18 +52,16 @@ def check_rounds(run: Path) -> list[int]:
     return sorted(int(p.parent.name.split("_")[1]) for p in run.glob(f"round_*/{GATE_CHECK}"))
 
 
-def full_check(run: Path, r: int, policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: int,
+def full_check(kept: dict[str, Any] | None, policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: int,
                seed: int) -> tuple[dict[str, Any], float | None]:
-    """Round ``r``'s check on every start: its own ``gate_check.json`` when that holds this check (every start
-    played, the same starts), else played now (:func:`imagination.self_imitation.fresh_check`); ``(record,
-    seconds or None when read back)``."""
-    from imagination.self_imitation import GATE_CHECK, fresh_check
+    """A round's check on every start: the round's own ``gate_check.json`` record ``kept`` when it holds this check
+    (every start played, the same starts), else played now (:func:`imagination.self_imitation.fresh_check`);
+    ``(record, seconds or None when read back)``."""
+    from imagination.self_imitation import fresh_check
 
-    path = run / f"round_{r}" / GATE_CHECK
-    if path.is_file():
-        rec = json.loads(path.read_text())
-        if rec.get("check_real", "all") == "all" and rec["seed"] == seed and rec["episodes_per_task"] == episodes:
-            return rec, None
+    if kept is not None and kept.get("check_real", "all") == "all" and kept["seed"] == seed \
+            and kept["episodes_per_task"] == episodes:
+        return kept, None
     t0 = time.perf_counter()
     rec = fresh_check(policy, model, cfg, tasks, episodes, seed, "all")
     return rec, time.perf_counter() - t0
@@ -72,29 +70,17 @@ def full_check(run: Path, r: int, policy: Any, model: Any, cfg: Any, tasks: list
 def compare(run: Path, r: int, episodes: int | None, threshold: float, confidence: float) -> dict[str, Any]:
     """Round ``r`` of run ``run``: its gate check played on every start and on the world's successes only, set
     side by side (the module docstring's ``per_run`` fields)."""
-    from benchmarks._split_worlds import check_state_model
-    from envs.tabletop.vector_env import STATE_DIM
-    from imagination.pipeline import round_object_dynamics, run_config_of
+    from benchmarks.world_vs_real import load_entering
+    from imagination.pipeline import round_object_dynamics
     from imagination.self_imitation import GATE_CHECK, check_seed, fresh_check, gated_tasks
-    from policies import load_policy
-    from wmrl.errors import WmrlError
-    from worldmodels.object_dynamics import ObjectDynamics
 
-    cfg = run_config_of(run)
-    stage = run / "stages" / ("eval_sft.json" if r == 0 else f"round_{r - 1}.json")
-    policy_dir = run / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
-    if not stage.is_file() or not policy_dir.is_dir():
-        raise WmrlError(f"round {r} of {run}: its entering policy ({policy_dir}) or its evaluation ({stage}) is missing")
-    marker = json.loads(stage.read_text())
-    tasks = list(marker.get("eval", marker)["per_task"])
-    model = ObjectDynamics.from_pretrained(round_object_dynamics(run, r))
-    check_state_model(model, STATE_DIM)
-    policy = load_policy(policy_dir)
-    kept = run / f"round_{r}" / GATE_CHECK
+    cfg, _, tasks, policy, model = load_entering(run, r, round_object_dynamics(run, r))
+    path = run / f"round_{r}" / GATE_CHECK
+    kept = json.loads(path.read_text()) if path.is_file() else None
     if episodes is None:
-        episodes = json.loads(kept.read_text())["episodes_per_task"] if kept.is_file() else 50
+        episodes = kept["episodes_per_task"] if kept is not None else 50
     seed = check_seed(cfg.seed, r)
-    full, seconds_all = full_check(run, r, policy, model, cfg, tasks, episodes, seed)
+    full, seconds_all = full_check(kept, policy, model, cfg, tasks, episodes, seed)
     t0 = time.perf_counter()
     part = fresh_check(policy, model, cfg, tasks, episodes, seed, "world_successes")
     seconds_part = time.perf_counter() - t0

@@ -94,19 +94,34 @@ def entering_check(run: Path, r: int, model_dir: Path, out: Path, outcomes: bool
     (:func:`imagination.self_imitation.world_vs_real_on_eval_starts`); read from ``out`` or computed and written
     there. ``outcomes``: a check read back must hold the world's outcomes episode by episode
     (``imagined_outcomes``, which checks written before them lack); else it is computed again and rewritten."""
-    from benchmarks._split_worlds import check_state_model
-    from envs.tabletop.vector_env import STATE_DIM
-    from imagination.pipeline import run_config_of, run_env_kwargs
+    from imagination.pipeline import run_env_kwargs
     from imagination.self_imitation import world_vs_real_on_eval_starts
-    from policies import load_policy
     from wmrl.errors import WmrlError
     from wmrl.io import atomic_write_json
-    from worldmodels.object_dynamics import ObjectDynamics
 
     if out.is_file():
         res = json.loads(out.read_text())
         if not outcomes or all("imagined_outcomes" in row for t, row in res.items() if t != "all"):
             return res
+    cfg, entering, tasks, policy, model = load_entering(run, r, model_dir)
+    res = world_vs_real_on_eval_starts(policy, model, tasks, entering, cfg.eval.seed, run_env_kwargs(cfg))
+    if not res:
+        stage = run / "stages" / ("eval_sft.json" if r == 0 else f"round_{r - 1}.json")
+        raise WmrlError(f"{stage} holds no outcomes episode by episode; the run predates them")
+    atomic_write_json(out, res)
+    return res
+
+
+def load_entering(run: Path, r: int, model_dir: Path) -> tuple[Any, dict[str, Any], list[str], Any, Any]:
+    """What a check of round ``r`` of run ``run`` reads: ``(run config, the marker of the entering policy's
+    evaluation (eval_sft for round 0, else round r-1's), its tasks, that policy, the state model in model_dir)``."""
+    from benchmarks._split_worlds import check_state_model
+    from envs.tabletop.vector_env import STATE_DIM
+    from imagination.pipeline import run_config_of
+    from policies import load_policy
+    from wmrl.errors import WmrlError
+    from worldmodels.object_dynamics import ObjectDynamics
+
     cfg = run_config_of(run)
     stage = run / "stages" / ("eval_sft.json" if r == 0 else f"round_{r - 1}.json")
     if not stage.is_file():
@@ -115,12 +130,7 @@ def entering_check(run: Path, r: int, model_dir: Path, out: Path, outcomes: bool
     policy = load_policy(run / ("sft" if r == 0 else f"round_{r - 1}") / "policy")
     model = ObjectDynamics.from_pretrained(model_dir)
     check_state_model(model, STATE_DIM)
-    tasks = list(entering.get("eval", entering)["per_task"])
-    res = world_vs_real_on_eval_starts(policy, model, tasks, entering, cfg.eval.seed, run_env_kwargs(cfg))
-    if not res:
-        raise WmrlError(f"{stage} holds no outcomes episode by episode; the run predates them")
-    atomic_write_json(out, res)
-    return res
+    return cfg, entering, list(entering.get("eval", entering)["per_task"]), policy, model
 
 
 def verify_real(run: Path) -> dict[str, float]:
