@@ -1,4 +1,5 @@
-"""What the precision gate's own check costs when the simulator plays only the world's successes.
+"""What the precision gate's own check costs when the simulator plays only the world's successes, or those only
+until the gate's decision is settled.
 
 Usage::
 
@@ -19,17 +20,26 @@ the round's own check starts (:func:`imagination.self_imitation.check_seed`), th
 start (``all``; read back from ``round_R/gate_check.json`` when the round kept that check) and the world's successes
 only (``world_successes``, played here). It reports the real env steps of each and their ratio, whether the world
 outcomes and the real outcomes on the starts both play agree episode by episode (an episode's outcome depends on
-its start seed alone), and the tasks each gates at ``--threshold``, on the point estimate and on the one-sided
-Wilson bound at ``--confidence``.
+its start seed, and only slightly on the episodes batched with it), and the tasks each gates at ``--threshold``, on the point estimate and on the one-sided
+Wilson bound at ``--confidence``. From the world's successes' outcomes it also replays ``check_real:
+until_decided`` for both gates (:func:`imagination.self_imitation.play_until_decided`: the world's successes in
+start order, only until the gate's decision is settled; exact but for the rare episode whose outcome or length
+the batch changes): its real steps and the tasks it gates.
 
 Fields: ``per_run`` (run -> round -> ``episodes_per_task``, ``seed``, ``steps_all`` / ``steps_world_successes``
 (real env steps) and ``step_share`` (their ratio), ``seconds_all`` (None when read back) / ``seconds_world_successes``,
 ``world_outcomes_same`` (tasks whose world outcomes agree start by start), ``real_reproduced`` / ``real_played``
 (of the starts the partial check played, those whose real outcome is the full check's), ``gated`` (``point`` and
-``confidence``: the tasks each check gates), ``decisions_same``, ``per_task`` (task -> ``world_successes``,
-``precision`` of each check)), ``summary`` (``steps_all``, ``steps_world_successes``, ``step_share`` pooled and
-its median over the checks, ``episodes`` and ``played``, ``real_reproduced`` of ``real_played``, ``decisions``
-and ``decisions_same``; None without runs), ``kept`` (``--kept FILE``: per file, :func:`kept_check_starts`),
+``confidence``: the tasks each check gates), ``decisions_same``, ``until_decided`` (``point`` and ``confidence``:
+``steps``, ``played``, ``gated``, ``decisions_same`` with the check on every start), ``kept_until_decided_same``
+(a round that kept an ``until_decided`` check played in the run: whether the replay at its gate is that check,
+:func:`kept_until_decided_same`; else None), ``per_task`` (task ->
+``world_successes``, ``precision`` of each check)), ``summary`` (``steps_all``, ``steps_world_successes``,
+``step_share`` pooled and its median over the checks, ``episodes`` and ``played``, ``real_reproduced`` of
+``real_played``, ``decisions`` and ``decisions_same``, ``until_decided`` (per gate: ``steps``, ``played``,
+``step_share`` of the world's successes' steps and of every start's, pooled, and ``decisions_same``),
+``kept_until_decided`` and ``kept_until_decided_same`` (the rounds with an in-run ``until_decided`` check, and
+those the replay reproduces); None without runs), ``kept`` (``--kept FILE``: per file, :func:`kept_check_starts`),
 ``runs``, ``threshold``, ``confidence``, ``quick``, ``wall_time_s``, ``machine``.
 """
 
@@ -67,6 +77,48 @@ def full_check(kept: dict[str, Any] | None, policy: Any, model: Any, cfg: Any, t
     return rec, time.perf_counter() - t0
 
 
+def replay_until_decided(part: dict[str, Any], tasks: list[str], threshold: float,
+                         confidence: float | None) -> dict[str, Any]:
+    """``check_real: until_decided`` replayed from a check of the world's successes (``part``, a
+    :func:`imagination.self_imitation.fresh_check` record): per task the starts
+    :func:`imagination.self_imitation.play_until_decided` would play at ``threshold`` and ``confidence`` (None: the
+    point estimate), their outcomes and lengths read from the record. Returns ``steps``, ``played``, ``starts``
+    (task -> the episode indices played) and ``gated`` (the tasks its rows gate,
+    :func:`imagination.self_imitation.gated_tasks`)."""
+    from imagination.self_imitation import check_rows, gated_tasks, partial_rows, play_until_decided
+
+    imagined = np.array([[c == "1" for c in part["check"][t]["imagined_outcomes"]] for t in tasks], bool)
+    real = imagined.copy()
+    steps = played = 0
+    starts = {}
+    for i, t in enumerate(tasks):
+        got = part["real"][t]
+        seen = {e: (c == "1", n) for e, c, n in zip(got["played"], got["outcomes"], got["lengths"])}
+
+        def play(idx: list[int], seen: dict = seen) -> tuple[Any, Any]:
+            return np.array([seen[e][0] for e in idx], bool), np.array([seen[e][1] for e in idx], int)
+
+        idx, ok, lengths = play_until_decided(list(got["played"]), play, threshold, confidence)
+        real[i, idx] = ok
+        steps += int(lengths.sum())
+        played += len(idx)
+        starts[t] = idx
+    rows = partial_rows(check_rows(tasks, imagined, real), {t: len(i) for t, i in starts.items()})
+    return {"steps": float(steps), "played": played, "starts": starts, "gated": gated_tasks(rows, threshold, confidence)}
+
+
+def kept_until_decided_same(kept: dict[str, Any], part: dict[str, Any], tasks: list[str]) -> bool:
+    """Whether a round's kept ``until_decided`` check (``kept``, played in the run) is the one
+    :func:`replay_until_decided` reads off the world's successes' check ``part`` at the run's gate: the same world
+    outcomes, the same starts played with the same outcomes, the same real steps."""
+    got = replay_until_decided(part, tasks, kept["min_precision"], kept["confidence"])
+    return got["steps"] == float(kept["real_env_steps"]) and all(
+        got["starts"][t] == kept["real"][t]["played"]
+        and kept["check"][t]["imagined_outcomes"] == part["check"][t]["imagined_outcomes"]
+        and kept["real"][t]["outcomes"] == "".join(part["real"][t]["outcomes"][part["real"][t]["played"].index(e)]
+                                                   for e in got["starts"][t]) for t in tasks)
+
+
 def compare(run: Path, r: int, episodes: int | None, threshold: float, confidence: float) -> dict[str, Any]:
     """Round ``r`` of run ``run``: its gate check played on every start and on the world's successes only, set
     side by side (the module docstring's ``per_run`` fields)."""
@@ -102,13 +154,22 @@ def compare(run: Path, r: int, episodes: int | None, threshold: float, confidenc
     same = sum(int((t in gated["all"][k]) == (t in gated["world_successes"][k])) for k in ("point", "confidence")
                for t in tasks)
     steps_all, steps_part = float(full["real_env_steps"]), float(part["real_env_steps"])
+    decided = {}
+    for k, conf in (("point", None), ("confidence", confidence)):
+        d = replay_until_decided(part, tasks, threshold, conf)
+        d["decisions_same"] = sum(int((t in gated["all"][k]) == (t in d["gated"])) for t in tasks)
+        decided[k] = {key: v for key, v in d.items() if key != "starts"}
+    in_run = kept is not None and kept.get("check_real") == "until_decided" and kept["seed"] == seed \
+        and kept["episodes_per_task"] == episodes
     return {
         "episodes_per_task": episodes, "seed": seed, "tasks": tasks,
         "steps_all": steps_all, "steps_world_successes": steps_part,
         "step_share": steps_part / steps_all if steps_all else None,
         "seconds_all": seconds_all, "seconds_world_successes": seconds_part,
         "world_outcomes_same": world_same, "real_reproduced": int(reproduced), "real_played": int(played),
-        "gated": gated, "decisions": 2 * len(tasks), "decisions_same": int(same), "per_task": per_task,
+        "gated": gated, "decisions": 2 * len(tasks), "decisions_same": int(same), "until_decided": decided,
+        "kept_until_decided_same": kept_until_decided_same(kept, part, tasks) if in_run else None,
+        "per_task": per_task,
     }
 
 
@@ -129,7 +190,22 @@ def summarise(per_run: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
         "world_outcomes_same": int(sum(r["world_outcomes_same"] for r in rows)),
         "task_checks": int(sum(len(r["tasks"]) for r in rows)),
         "decisions": int(sum(r["decisions"] for r in rows)), "decisions_same": int(sum(r["decisions_same"] for r in rows)),
+        "until_decided": {k: until_decided_summary(rows, k, steps_part, steps_all) for k in ("point", "confidence")}
+        if all("until_decided" in r for r in rows) else None,
+        "kept_until_decided": sum(r.get("kept_until_decided_same") is not None for r in rows),
+        "kept_until_decided_same": sum(bool(r.get("kept_until_decided_same")) for r in rows),
     }
+
+
+def until_decided_summary(rows: list[dict[str, Any]], gate: str, steps_part: float, steps_all: float) -> dict[str, Any]:
+    """The ``until_decided`` replays of ``rows`` for one gate (``point`` or ``confidence``) pooled: steps and starts
+    played, their step share of the world's successes' checks and of the checks on every start, decisions alike."""
+    steps = sum(r["until_decided"][gate]["steps"] for r in rows)
+    return {"steps": steps, "played": int(sum(r["until_decided"][gate]["played"] for r in rows)),
+            "share_of_world_successes": steps / steps_part if steps_part else None,
+            "share_of_all": steps / steps_all if steps_all else None,
+            "decisions": int(sum(len(r["tasks"]) for r in rows)),
+            "decisions_same": int(sum(r["until_decided"][gate]["decisions_same"] for r in rows))}
 
 
 def kept_check_starts(path: Path) -> dict[str, Any]:

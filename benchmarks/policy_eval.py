@@ -255,8 +255,9 @@ def play_seeds(
     render: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One real episode of ``policy`` on ``task`` from each start seed in ``seeds`` (any seeds, in order;
-    ``num_envs`` at a time), as :func:`evaluate_policy` plays its contiguous ones: an episode's start and
-    outcome depend on its seed alone, not on the episodes batched with it. Returns success bool (n,) and
+    ``num_envs`` at a time), as :func:`evaluate_policy` plays its contiguous ones: an episode's start depends on
+    its seed alone, and its outcome too but for rare float differences between batchings (likely the policy's
+    batched forward pass: 1 of 3,527 real outcomes and one length differed in session 86). Returns success bool (n,) and
     length int (n,) in the order of ``seeds``; empty arrays for no seeds."""
     import envs
 

@@ -1411,6 +1411,24 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("paired_gate_line_s85.json", "same runs, paired start by start on their own 600 starts: round 3 over SFT / minus "
      "round 0 / minus real GRPO at 63k (62.4k real steps): differences [95% CI]",
      lambda d: _pairs(d, ["r3 - sft", "r3 - r0", "r3 - real_63k"]), ""),
+    ("gate_check_cost_s86.json", "session 86: the gate's own check on rounds 0-6 of the session-85 runs (21 checks): "
+     "real env steps, every start / the world's successes / until the decision is settled (self_imitation.check_real="
+     "until_decided; 0.5 point estimate, then the 90% bound; share of every start's); in-run until_decided checks the "
+     "replay reproduces; decisions as every start's, until_decided at 0.5 point / 90% bound",
+     lambda d: f"{_fmt(_get(d, 'summary.steps_all'))} / {_fmt(_get(d, 'summary.steps_world_successes'))} / "
+     f"{_fmt(_get(d, 'summary.until_decided.point.steps'))} ({_fmt(_get(d, 'summary.until_decided.point.share_of_all'))}) / "
+     f"{_fmt(_get(d, 'summary.until_decided.confidence.steps'))}; {_get(d, 'summary.kept_until_decided_same')} of "
+     f"{_get(d, 'summary.kept_until_decided')}; {_get(d, 'summary.until_decided.point.decisions_same')} / "
+     f"{_get(d, 'summary.until_decided.confidence.decisions_same')} of {_get(d, 'summary.until_decided.point.decisions')}",
+     ""),
+    ("policy_compare_gate_line_s86.json", "session 86: the session-85 line run on to round 6 (rounds 4-6 "
+     "self_imitation.check_real=until_decided; 78.1-81.1k real steps per run), 600 held-out episodes per policy: SFT / "
+     "rounds 0, 3-6 / real GRPO from the same SFT at 80k real steps; round 6 minus round 0 / minus real GRPO at 80k",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "r0", "r3", "r4", "r5", "r6", "real_80k"))
+     + f"; {_extra_pair(d, 'r6', 'r0')} / {_extra_pair(d, 'r6', 'real_80k')}", ""),
+    ("paired_gate_line_s86.json", "same runs, paired start by start on their own 600 starts: round 6 over SFT / minus "
+     "round 0 / minus real GRPO at 80k (79.4k real steps): differences [95% CI]",
+     lambda d: _pairs(d, ["r6 - sft", "r6 - r0", "r6 - real_80k"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

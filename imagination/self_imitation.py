@@ -29,7 +29,9 @@ round so far (:func:`pooled_gate_check`), as a task's precision read on one roun
 a task passes only when its check's successes show the precision above ``min_precision`` at that confidence;
 ``check_real: world_successes`` plays the simulator only from the check's starts the world calls a success
 (:func:`fresh_check`), all that the precision depends on: the same gate for about two fifths of the check's real steps
-(``benchmarks.gate_check_cost``).
+(``benchmarks.gate_check_cost``); ``check_real: until_decided`` plays those in turn only until the gate's decision
+on the task can no longer change whatever the rest would show (:func:`play_until_decided`): the same decisions again,
+for fewer real steps still.
 
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
@@ -53,8 +55,9 @@ WORLD_CHECK = "world_vs_real.json"
 GATE_CHECK = "gate_check.json"
 #: a task's check starts are ``check_seed + 1000 * task + episode``: at most this many per task
 MAX_CHECK_EPISODES = 1000
-#: ``self_imitation.check_real``: the simulator plays every start of the gate's check, or the world's successes only
-CHECK_REAL = ("all", "world_successes")
+#: ``self_imitation.check_real``: the simulator plays every start of the gate's check, the world's successes only, or
+#: those only until the gate's decision is settled
+CHECK_REAL = ("all", "world_successes", "until_decided")
 
 
 @dataclass
@@ -91,6 +94,10 @@ class SelfImitationConfig:
             whose episode the world calls a success, as the precision the gate reads (the share of the world's
             successes the simulator confirms) depends on those alone: the same gate for the real steps of the
             world's successes only (the rows then read None for the real success and the missed successes).
+            ``until_decided``: the world's successes in start order, only until the gate's decision on the task
+            is settled whatever the others would show (:func:`play_until_decided`; needs ``min_precision``, and
+            not ``pool_checks``, whose pooled reading needs every outcome): the decisions ``world_successes`` gives,
+            and the rows' ``precision`` is the share confirmed of the starts played.
     """
 
     enabled: bool = False
@@ -138,6 +145,12 @@ class SelfImitationConfig:
         if self.check_real != "all" and int(self.check_episodes) == 0:
             raise ConfigError(f"self_imitation.check_real={self.check_real} plays the gate's own check on fresh starts; "
                               f"it needs self_imitation.check_episodes > 0 (0 reads the evaluation's starts)")
+        if self.check_real == "until_decided" and self.min_precision is None:
+            raise ConfigError("self_imitation.check_real=until_decided stops the check once the gate's decision is "
+                              "settled; it needs a gate: self_imitation.min_precision (a number in (0, 1])")
+        if self.check_real == "until_decided" and self.pool_checks:
+            raise ConfigError("self_imitation.check_real=until_decided leaves starts unplayed, and "
+                              "self_imitation.pool_checks=true pools every outcome; set check_real to world_successes")
 
 
 def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
@@ -333,12 +346,65 @@ def check_rows(tasks: list[str], imagined: Any, real: Any) -> dict[str, dict[str
     return out
 
 
-def partial_rows(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def partial_rows(rows: dict[str, dict[str, Any]], played: dict[str, int] | None = None) -> dict[str, dict[str, Any]]:
     """:func:`check_rows` of a check whose simulator played only the world's successes: the fields those
-    outcomes do not determine set to None, ``real_played`` (the episodes played: the world's successes) added."""
+    outcomes do not determine set to None, ``real_played`` (the episodes played) added. ``played`` (task -> count;
+    None: all the world's successes) is for a check that played some of them only (``until_decided``): ``rows``
+    then read its unplayed world successes as real (so ``false_successes`` counts the refuted ones played), and
+    ``precision`` is the share confirmed of those played (None when none was)."""
     unknown = ("real", "overrating", "overrating_se", "missed_successes")
-    return {t: {**row, **dict.fromkeys(unknown), "real_played": round(row["imagined"] * row["episodes"])}
-            for t, row in rows.items()}
+    out = {}
+    for t, row in rows.items():
+        n = round(row["imagined"] * row["episodes"]) if played is None else \
+            (sum(played.values()) if t == "all" else played[t])
+        precision = row["precision"] if played is None else ((n - row["false_successes"]) / n if n else None)
+        out[t] = {**row, **dict.fromkeys(unknown), "precision": precision, "real_played": n}
+    return out
+
+
+def decisive_count(hits: int, min_precision: float, confidence: float | None = None) -> int:
+    """The fewest of a task's ``hits`` world successes the simulator must confirm for the gate to keep the task:
+    its precision read (the point estimate ``k / hits``, or with ``confidence`` the one-sided Wilson lower bound,
+    :func:`precision_lower_bound`) is then at least ``min_precision``; ``hits + 1`` when no count would do, 0 for
+    no world success (the gate keeps a task it reads no precision of). Both reads grow with the count confirmed,
+    so the gate keeps the task exactly when the count reaches this."""
+    from statistics import NormalDist
+
+    from benchmarks._stats import wilson_ci
+
+    if hits < 1:
+        return 0
+    z = None if confidence is None else NormalDist().inv_cdf(float(confidence))
+    for k in range(hits + 1):
+        read = k / hits if z is None else wilson_ci(k, hits, z)[0]
+        if read >= float(min_precision):
+            return k
+    return hits + 1
+
+
+def play_until_decided(starts: list[int], play: Any, min_precision: float,
+                       confidence: float | None = None) -> tuple[list[int], Any, Any]:
+    """The simulator's outcomes of a task's world successes (``starts``, their episode indices), in order, only
+    until the gate's decision on the task (:func:`gated_tasks` at ``min_precision`` and ``confidence``) cannot
+    change whatever the unplayed ones would show: the confirmed count has reached :func:`decisive_count` (kept),
+    or the refuted count makes that count unreachable (gated; at least one start is played, so the row reads a
+    precision). ``play(indices)`` plays episodes and returns (success bool (n,), length int (n,)); each call plays
+    as many as could be needed before any decision, so the starts played are those one-at-a-time play would.
+    Returns ``(played indices, success bool (m,), length int (m,))``."""
+    import numpy as np
+
+    hits = len(starts)
+    need = decisive_count(hits, min_precision, confidence)
+    ok, lengths = np.zeros(0, bool), np.zeros(0, int)
+    while len(ok) < hits:
+        confirmed, refuted = int(ok.sum()), int((~ok).sum())
+        to_keep, to_gate = need - confirmed, hits - need + 1 - refuted
+        if to_keep <= 0 or (to_gate <= 0 and len(ok) > 0):
+            break
+        n = max(1, min(to_keep, to_gate))
+        s, ln = play([int(e) for e in starts[len(ok):len(ok) + n]])
+        ok, lengths = np.concatenate([ok, np.asarray(s, bool)]), np.concatenate([lengths, np.asarray(ln, int)])
+    return [int(e) for e in starts[:len(ok)]], ok, lengths
 
 
 def check_seed(run_seed: int, r: int) -> int:
@@ -374,13 +440,14 @@ def gate_check(pipe: Any, r: int, out: Path, policy: Any, model: Any,
     path = out / GATE_CHECK
     if not path.is_file():
         atomic_write_json(path, fresh_check(policy, model, pipe.cfg, pipe.tasks(), n, check_seed(pipe.cfg.seed, r),
-                                            si.check_real))
+                                            si.check_real, si.min_precision, si.gate_confidence))
     rec = json.loads(path.read_text())
     return rec["check"], float(rec["real_env_steps"])
 
 
 def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: int, seed: int,
-                check_real: str = "all") -> dict[str, Any]:
+                check_real: str = "all", min_precision: float | None = None,
+                confidence: float | None = None) -> dict[str, Any]:
     """The world of ``model`` against the simulator for ``policy`` (its mean action, as the evaluation plays) on
     ``episodes`` fresh starts per task, episode e of task i from ``seed + 1000 * i + e``, in run config ``cfg``'s
     protocol (its evaluation's sub-envs and render); the record :func:`gate_check` keeps.
@@ -390,11 +457,13 @@ def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: i
     (:func:`world_vs_real_on_eval_starts`); ``world_successes`` plays the world first
     (:func:`world_outcomes`) and the simulator only from the starts the world calls a success
     (:func:`benchmarks.policy_eval.play_seeds`), enough for the precision the gate reads
-    (:func:`partial_rows`).
+    (:func:`partial_rows`); ``until_decided`` plays those only until the gate's decision at ``min_precision`` and
+    ``confidence`` (``self_imitation.min_precision`` / ``gate_confidence``) is settled (:func:`play_until_decided`).
 
     Returns ``seed``, ``episodes_per_task``, ``check_real``, ``real_env_steps`` (the simulator's steps),
-    ``real`` (``all``: the evaluation record; ``world_successes``: per task ``played``, the episode indices
-    played, and ``outcomes`` / ``lengths`` there) and ``check`` (the rows)."""
+    ``real`` (``all``: the evaluation record; otherwise per task ``played``, the episode indices played, and
+    ``outcomes`` / ``lengths`` there) and ``check`` (the rows); ``until_decided`` adds ``min_precision`` and
+    ``confidence``."""
     import numpy as np
 
     from imagination.pipeline import evaluate_in_sim, run_env_kwargs
@@ -402,6 +471,10 @@ def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: i
     if check_real not in CHECK_REAL:
         raise ConfigError(f"self_imitation.check_real={check_real!r}; expected one of {', '.join(CHECK_REAL)}")
     head = {"seed": seed, "episodes_per_task": episodes, "check_real": check_real}
+    if check_real == "until_decided":
+        if min_precision is None:
+            raise ConfigError("self_imitation.check_real=until_decided needs the gate's min_precision")
+        head.update(min_precision=float(min_precision), confidence=confidence)
     if check_real == "all":
         real = evaluate_in_sim(policy, cfg, episodes_per_task=episodes, seed=seed)
         rows = world_vs_real_on_eval_starts(policy, model, tasks, real, seed, run_env_kwargs(cfg))
@@ -409,19 +482,26 @@ def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: i
     from benchmarks.policy_eval import play_seeds
 
     imagined = world_outcomes(policy, model, tasks, episodes, seed, run_env_kwargs(cfg))
-    real = np.zeros_like(imagined)
+    real = imagined.copy()  # until_decided: the unplayed world successes read as real (partial_rows)
     played: dict[str, dict[str, Any]] = {}
     steps = 0
     for i, task in enumerate(tasks):
-        idx = np.flatnonzero(imagined[i])
-        ok, lengths = play_seeds(policy, task, [seed + 1000 * i + int(e) for e in idx], num_envs=cfg.eval.num_envs,
-                                 render=cfg.render.env_kwargs())
+        def play(idx: list[int], i: int = i, task: str = task) -> tuple[Any, Any]:
+            return play_seeds(policy, task, [seed + 1000 * i + e for e in idx], num_envs=cfg.eval.num_envs,
+                              render=cfg.render.env_kwargs())
+
+        hits = [int(e) for e in np.flatnonzero(imagined[i])]
+        if check_real == "until_decided":
+            idx, ok, lengths = play_until_decided(hits, play, float(min_precision), confidence)
+        else:
+            idx, (ok, lengths) = hits, play(hits)
         real[i, idx] = ok
         steps += int(lengths.sum())
-        played[task] = {"played": [int(e) for e in idx], "outcomes": "".join("1" if x else "0" for x in ok),
+        played[task] = {"played": idx, "outcomes": "".join("1" if x else "0" for x in ok),
                         "lengths": [int(x) for x in lengths]}
+    counts = {t: len(p["played"]) for t, p in played.items()} if check_real == "until_decided" else None
     return {**head, "real_env_steps": float(steps), "real": played,
-            "check": partial_rows(check_rows(tasks, imagined, real))}
+            "check": partial_rows(check_rows(tasks, imagined, real), counts)}
 
 
 def round_gate_rows(pipe: Any, q: int) -> tuple[dict[str, dict[str, Any]], float]:
@@ -469,14 +549,15 @@ def pooled_gate_check(pipe: Any, r: int, rows: dict[str, dict[str, Any]]) -> tup
 
 def precision_lower_bound(row: dict[str, Any], confidence: float) -> float | None:
     """The one-sided Wilson lower bound at ``confidence`` of a world check row's precision (its ``imagined`` rate
-    times ``episodes`` world successes, ``false_successes`` of them refuted): the precision exceeds it with that
-    confidence (:func:`benchmarks._stats.wilson_ci` at z = the normal quantile of ``confidence``). None when the
-    world counts no success there."""
+    times ``episodes`` world successes, or the ``real_played`` of them a check played, ``false_successes`` of them
+    refuted): the precision exceeds it with that confidence (:func:`benchmarks._stats.wilson_ci` at z = the normal
+    quantile of ``confidence``). None when the world counts no success there (or the check played none)."""
     from statistics import NormalDist
 
     from benchmarks._stats import wilson_ci
 
-    hits = round(float(row["imagined"]) * float(row["episodes"]))
+    hits = round(float(row["imagined"]) * float(row["episodes"])) if row.get("real_played") is None \
+        else int(row["real_played"])
     if hits < 1:
         return None
     real = hits - round(float(row["false_successes"]))
@@ -552,6 +633,8 @@ __all__ = [
     "precision_reads",
     "reads_below",
     "partial_rows",
+    "decisive_count",
+    "play_until_decided",
     "pooled_gate_check",
     "round_gate_rows",
     "self_imitation_round",

@@ -65,3 +65,43 @@ def test_summary_pools_steps_and_counts_and_the_cli_refuses_bad_input(tmp_path, 
         assert main([*bad, "--runs", str(tmp_path), "--out", out]) == 2
         assert msg in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_until_decided_is_replayed_from_the_world_successes_outcomes_and_pooled():
+    """replay_until_decided reads a check of the world's successes as check_real=until_decided would play it:
+    the same starts in order, stopped once the gate's decision is settled, and the same tasks gated."""
+    from benchmarks.gate_check_cost import (
+        kept_until_decided_same,
+        replay_until_decided,
+        until_decided_summary,
+    )
+    from imagination.self_imitation import gated_tasks
+
+    part = {"check": {"a": {"imagined_outcomes": "1101101100"}, "b": {"imagined_outcomes": "0110000001"}},
+            "real": {"a": {"played": [0, 1, 3, 4, 6, 7], "outcomes": "111011", "lengths": [20, 21, 22, 23, 24, 25]},
+                     "b": {"played": [1, 2, 9], "outcomes": "000", "lengths": [60, 60, 60]}}}
+    got = replay_until_decided(part, ["a", "b"], 0.5, None)
+    # a: 3 of 6 confirmed keep it, after the first 3 starts; b: 2 refuted of 3 gate it
+    assert got == {"steps": 20 + 21 + 22 + 60 + 60, "played": 5, "starts": {"a": [0, 1, 3], "b": [1, 2]}, "gated": ["b"]}
+    kept = {"min_precision": 0.5, "confidence": None, "real_env_steps": 183.0, "check": part["check"],
+            "real": {"a": {"played": [0, 1, 3], "outcomes": "111"}, "b": {"played": [1, 2], "outcomes": "00"}}}
+    assert kept_until_decided_same(kept, part, ["a", "b"])
+    for bad in ({**kept, "real_env_steps": 184.0}, {**kept, "real": {**kept["real"], "b": {"played": [1, 2, 9],
+                                                                                          "outcomes": "000"}}},
+                {**kept, "real": {**kept["real"], "a": {"played": [0, 1, 3], "outcomes": "110"}}}):
+        assert not kept_until_decided_same(bad, part, ["a", "b"])
+    # at 0.7 and 90%: a needs 6 of 6 and its 4th start is refuted; b's 3 can never pass, one start is played
+    strict = replay_until_decided(part, ["a", "b"], 0.7, 0.9)
+    assert strict["played"] == 4 + 1 and strict["gated"] == ["a", "b"]
+    import numpy as np
+
+    from imagination.self_imitation import check_rows, partial_rows
+
+    imagined = np.array([[c == "1" for c in part["check"][t]["imagined_outcomes"]] for t in "ab"])
+    real = np.zeros_like(imagined)
+    real[0, [0, 1, 3, 6, 7]] = True
+    assert gated_tasks(partial_rows(check_rows(["a", "b"], imagined, real)), 0.7, 0.9) == strict["gated"]
+    rows = [{"tasks": ["a", "b"], "until_decided": {"point": {"steps": got["steps"], "played": 5, "decisions_same": 2}}}] * 2
+    s = until_decided_summary(rows, "point", 800.0, 2000.0)
+    assert s == {"steps": 366.0, "played": 10, "share_of_world_successes": 366 / 800, "share_of_all": 366 / 2000,
+                 "decisions": 4, "decisions_same": 4}

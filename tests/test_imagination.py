@@ -2056,7 +2056,29 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
         got_rows, got_steps = gate_check(partial, 2, tmp_path / "r2ws", pol1, world2, {})
         assert got_rows == part["check"] and got_steps == part["real_env_steps"]
         assert json.loads((tmp_path / "r2ws" / GATE_CHECK).read_text())["check_real"] == "world_successes"
-    with pytest.raises(ConfigError, match="check_real='nope'; expected one of all, world_successes"):
+        # check_real=until_decided: the world's successes in start order, only until the gate's decision is
+        # settled (at 0.5, point estimate: 2 of 3 confirmed keeps the task, 2 refuted gates it); the same
+        # outcomes on the starts it plays, the same decision, the real steps of those alone
+        decided = fresh_check(pol1, world2, cfg, ["PushCube-v0"], 8, rec["seed"], "until_decided", 0.5)
+        dr, got = decided["check"]["PushCube-v0"], decided["real"]["PushCube-v0"]
+        n = len(got["played"])
+        assert got["played"] == hits[:n] and got["outcomes"] == part["real"]["PushCube-v0"]["outcomes"][:n]
+        assert got["lengths"] == part["real"]["PushCube-v0"]["lengths"][:n] and dr["real_played"] == n
+        assert decided["real_env_steps"] == sum(got["lengths"]) <= part["real_env_steps"]
+        assert decided["min_precision"] == 0.5 and decided["confidence"] is None
+        assert dr["imagined_outcomes"] == pr["imagined_outcomes"] and dr["precision"] == got["outcomes"].count("1") / n
+        assert gated_tasks(decided["check"], 0.5) == gated_tasks(full["check"], 0.5)
+        from benchmarks.gate_check_cost import kept_until_decided_same
+
+        assert kept_until_decided_same(decided, part, ["PushCube-v0"])  # what the benchmark replays, played
+        settled = pipe_with("self_imitation.min_precision=0.5", "self_imitation.check_episodes=8",
+                            "self_imitation.check_real=until_decided", "self_imitation.gate_confidence=0.9")
+        (tmp_path / "r2ud").mkdir()
+        got_rows, got_steps = gate_check(settled, 2, tmp_path / "r2ud", pol1, world2, {})
+        kept_ud = json.loads((tmp_path / "r2ud" / GATE_CHECK).read_text())
+        assert kept_ud["check_real"] == "until_decided" and kept_ud["confidence"] == 0.9 and got_rows == kept_ud["check"]
+        assert gated_tasks(got_rows, 0.5, 0.9) == gated_tasks(full["check"], 0.5, 0.9) and got_steps <= part["real_env_steps"]
+    with pytest.raises(ConfigError, match="check_real='nope'; expected one of all, world_successes, until_decided"):
         pipe_with("self_imitation.check_real=nope")
     with pytest.raises(ConfigError, match="check_real=world_successes plays the gate's own check .*check_episodes > 0"):
         pipe_with("self_imitation.check_real=world_successes")

@@ -54,11 +54,63 @@ def test_a_check_of_the_worlds_successes_alone_reads_the_same_precision_and_pool
     assert mixed["real"] is None and mixed["missed_successes"] is None and mixed["overrating"] is None
     assert mixed["false_successes"] == 4 and mixed["precision"] == pytest.approx(2 / 6)
     assert pool([full["LiftCube-v0"]] * 2)["real"] == pytest.approx(4 / 6)
-    with pytest.raises(ConfigError, match="check_real='some'; expected one of all, world_successes"):
+    with pytest.raises(ConfigError, match="check_real='some'; expected one of all, world_successes, until_decided"):
         SelfImitationConfig(check_real="some")
     with pytest.raises(ConfigError, match="check_real=world_successes .* needs self_imitation.check_episodes > 0"):
         SelfImitationConfig(check_real="world_successes")
     assert SelfImitationConfig(check_real="world_successes", check_episodes=50).check_real == "world_successes"
+
+
+def test_a_check_until_decided_gates_as_the_check_of_every_world_success_for_fewer_starts():
+    """self_imitation.check_real=until_decided plays a task's world successes in order only until the gate's
+    decision is settled whatever the rest would show, and its rows gate exactly as the whole check's: every
+    outcome sequence of up to 30 world successes at five thresholds, on the point estimate and three confidences
+    (random sequences, all real, all refuted)."""
+    import numpy as np
+
+    from imagination.self_imitation import check_rows, decisive_count, partial_rows, play_until_decided
+
+    assert decisive_count(10, 0.5) == 5 and decisive_count(10, 0.55) == 6 and decisive_count(3, 1.0) == 3
+    assert decisive_count(0, 0.5) == 0 and play_until_decided([], None, 0.5)[0] == []  # kept: no precision read
+    assert decisive_count(1, 0.5, 0.9) == 2  # one world success can never show the bound above 0.5: gated
+    assert decisive_count(20, 0.5, 0.9) == 13  # the 90% Wilson bound of 13/20 is 0.507, of 12/20 below 0.5
+    calls: list[list[int]] = []
+    outs = np.array([1, 1, 0, 1, 1, 1, 0, 0, 1, 1], bool)
+
+    def play(idx: list[int]) -> tuple:
+        calls.append(idx)
+        return outs[idx], np.full(len(idx), 10)
+
+    idx, ok, lengths = play_until_decided(list(range(10)), play, 0.5)
+    # each call plays as many as could be needed before a decision: 5 (5 confirmed keep it), then 2 more
+    assert calls == [[0, 1, 2, 3, 4], [5]] and idx == [0, 1, 2, 3, 4, 5] and ok.sum() == 5 and lengths.sum() == 60
+    calls.clear()
+    # three world successes pass the 90% bound only all confirmed: the first refuted one settles it
+    assert play_until_decided([2, 4, 9], play, 0.5, 0.9)[0] == [2] and calls == [[2]]
+    rng = np.random.default_rng(0)
+    for hits in range(1, 31):
+        for thr in (0.2, 0.5, 0.6, 0.9, 1.0):
+            for conf in (None, 0.75, 0.9, 0.95):
+                for rep in range(6):
+                    seq = rng.uniform(size=hits) < rng.uniform() if rep > 1 else np.full(hits, rep == 0)
+                    imagined = np.zeros((1, hits + 3), bool)
+                    imagined[0, :hits] = True
+                    real = imagined.copy()
+                    real[0, :hits] = seq
+                    full = check_rows(["t"], imagined, real)
+                    got = play_until_decided(list(range(hits)), lambda i, seq=seq: (seq[i], np.ones(len(i), int)),
+                                             thr, conf)
+                    assert list(got[1]) == list(seq[:len(got[0])]) and 1 <= len(got[0]) <= hits
+                    real = imagined.copy()
+                    real[0, got[0]] = got[1]
+                    part = partial_rows(check_rows(["t"], imagined, real), {"t": len(got[0])})
+                    assert gated_tasks(part, thr, conf) == gated_tasks(full, thr, conf), (hits, thr, conf, seq)
+                    assert part["t"]["precision"] == got[1].mean() and part["t"]["real_played"] == len(got[0])
+    for bad, msg in [({}, "check_real=until_decided stops the check .* needs a gate: self_imitation.min_precision"),
+                     ({"min_precision": 0.5, "pool_checks": True}, "until_decided leaves starts unplayed, and "
+                      "self_imitation.pool_checks=true pools every outcome")]:
+        with pytest.raises(ConfigError, match=msg):
+            SelfImitationConfig(check_real="until_decided", check_episodes=50, **bad)
 
 
 def test_cli_refuses_a_folder_that_is_not_a_run_and_rounds_it_lacks(tmp_path, capsys):
