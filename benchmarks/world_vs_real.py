@@ -253,15 +253,22 @@ def gate_agreement(per_run: dict[str, dict[str, Any]], threshold: float,
     fresh starts of its own (``round_R/gate_check.json``): does it gate the same tasks at ``threshold`` as the
     check on the evaluation's starts would? Both read each task's precision as the gate does
     (:func:`imagination.self_imitation.gated_tasks`): the point estimate, or with ``confidence`` its one-sided
-    Wilson lower bound at that confidence. None when no round has one."""
-    from imagination.self_imitation import GATE_CHECK, gated_tasks
+    Wilson lower bound at that confidence. None when no round has one. A check stopped once its own gate's
+    decision was settled (``check_real: until_decided``) is read at that gate only: another reading is an error."""
+    from imagination.self_imitation import GATE_CHECK, check_reads_at, gated_tasks
+    from wmrl.errors import WmrlError
 
     rows: dict[str, dict[str, Any]] = {}
     for run, rounds in per_run.items():
         for r, check in rounds.items():
             p = Path(run) / f"round_{r}" / GATE_CHECK
             if p.is_file():
-                fresh = json.loads(p.read_text())["check"]
+                rec = json.loads(p.read_text())
+                if not check_reads_at(rec, threshold, confidence):
+                    raise WmrlError(f"{p} stopped once its gate's decision (min_precision {rec['min_precision']}, "
+                                    f"confidence {rec.get('confidence')}) was settled; it cannot be read at threshold "
+                                    f"{threshold}, confidence {confidence}")
+                fresh = rec["check"]
                 rows.setdefault(run, {})[r] = {"fresh": fresh, "gated_fresh": gated_tasks(fresh, threshold, confidence),
                                                "gated_eval": gated_tasks(check, threshold, confidence)}
     if not rows:
@@ -326,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         refit = None if a.refit_episodes is None else {
             str(run): {"round": rounds[str(run)][-1], **refit_checks(run, rounds[str(run)][-1], a.refit_episodes)}
             for run in runs}
+        gate = gate_agreement(per_run, a.gate_threshold, a.gate_confidence)
     except WmrlError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -339,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         refit["pooled"] = {n: {t: pool([v[n][t] for k, v in refit.items() if k != "pooled"]) for t in tasks}
                            for n in counts}
     res = {"per_run": per_run, "by_round": by_round, "by_task": by_task, "real_reproduced": reproduced, "refit": refit,
-           "gate": gate_agreement(per_run, a.gate_threshold, a.gate_confidence),
+           "gate": gate,
            "runs": [str(r) for r in runs], "rounds": all_rounds, "quick": a.quick,
            "wall_time_s": time.perf_counter() - t0, "machine": environment_info()}
     atomic_write_json(a.out, res)

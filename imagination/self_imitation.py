@@ -407,6 +407,15 @@ def play_until_decided(starts: list[int], play: Any, min_precision: float,
     return [int(e) for e in starts[:len(ok)]], ok, lengths
 
 
+def check_reads_at(record: dict[str, Any], min_precision: float, confidence: float | None = None) -> bool:
+    """Whether a kept gate check (``record``, :func:`fresh_check`) gives the decisions of a gate at
+    ``min_precision`` and ``confidence``: any check that played all it reads does; one stopped once its own gate's
+    decision was settled (``until_decided``) only at that gate's reading."""
+    if record.get("check_real") != "until_decided":
+        return True
+    return float(record["min_precision"]) == float(min_precision) and record.get("confidence") == confidence
+
+
 def check_seed(run_seed: int, r: int) -> int:
     """The first start seed of round ``r``'s gate check in run seed ``run_seed``'s run: episode e of task i
     starts from ``check_seed + 1000 * i + e``, apart from the evaluation's (``eval.seed`` 12345 + ...), the
@@ -509,10 +518,15 @@ def round_gate_rows(pipe: Any, q: int) -> tuple[dict[str, dict[str, Any]], float
     Its own check on fresh starts (``round_q/gate_check.json``), whose steps round ``q`` counted already (0);
     else its check on the evaluation's starts (``round_q/world_vs_real.json``), whose steps (the evaluation of
     the policy entering round ``q``) count now unless round ``q``'s gate counted them (``gate_real_env_steps``
-    in its marker). ``({}, 0.0)`` for a round without a check."""
+    in its marker). ``({}, 0.0)`` for a round without a check; a ConfigError for a check stopped once its gate's
+    decision was settled (``until_decided``), which pooling cannot read."""
     folder = pipe.root / f"round_{q}"
     if (folder / GATE_CHECK).is_file():
-        return json.loads((folder / GATE_CHECK).read_text())["check"], 0.0
+        rec = json.loads((folder / GATE_CHECK).read_text())
+        if rec.get("check_real") == "until_decided":
+            raise ConfigError(f"self_imitation.pool_checks=true pools every outcome, and {folder / GATE_CHECK} stopped "
+                              f"once its gate's decision was settled (check_real=until_decided); set pool_checks=false")
+        return rec["check"], 0.0
     if not (folder / WORLD_CHECK).is_file():
         return {}, 0.0
     rows = json.loads((folder / WORLD_CHECK).read_text())
@@ -620,6 +634,7 @@ def check_self_imitation_config(cfg: Any) -> None:
 __all__ = [
     "SelfImitationConfig",
     "check_self_imitation_config",
+    "check_reads_at",
     "check_rows",
     "check_seed",
     "fit_round_zero_world",

@@ -2056,9 +2056,9 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
         got_rows, got_steps = gate_check(partial, 2, tmp_path / "r2ws", pol1, world2, {})
         assert got_rows == part["check"] and got_steps == part["real_env_steps"]
         assert json.loads((tmp_path / "r2ws" / GATE_CHECK).read_text())["check_real"] == "world_successes"
-        # check_real=until_decided: the world's successes in start order, only until the gate's decision is
-        # settled (at 0.5, point estimate: 2 of 3 confirmed keeps the task, 2 refuted gates it); the same
-        # outcomes on the starts it plays, the same decision, the real steps of those alone
+        # check_real=until_decided: the world's successes in start order, only until the gate's decision (0.5 on
+        # the point estimate) is settled; the same outcomes on the starts it plays, the same decision, the real
+        # steps of those alone
         decided = fresh_check(pol1, world2, cfg, ["PushCube-v0"], 8, rec["seed"], "until_decided", 0.5)
         dr, got = decided["check"]["PushCube-v0"], decided["real"]["PushCube-v0"]
         n = len(got["played"])

@@ -15,7 +15,7 @@ from imagination.self_imitation import (
     pooled_gate_check,
     precision_lower_bound,
 )
-from wmrl.errors import ConfigError
+from wmrl.errors import ConfigError, WmrlError
 
 
 def test_pool_sums_episodes_and_combines_standard_errors():
@@ -63,9 +63,9 @@ def test_a_check_of_the_worlds_successes_alone_reads_the_same_precision_and_pool
 
 def test_a_check_until_decided_gates_as_the_check_of_every_world_success_for_fewer_starts():
     """self_imitation.check_real=until_decided plays a task's world successes in order only until the gate's
-    decision is settled whatever the rest would show, and its rows gate exactly as the whole check's: every
-    outcome sequence of up to 30 world successes at five thresholds, on the point estimate and three confidences
-    (random sequences, all real, all refuted)."""
+    decision is settled whatever the rest would show, and its rows gate exactly as the whole check's: 3,600
+    outcome sequences of 1-30 world successes (random ones, all real, all refuted) at five thresholds, on the point
+    estimate and three confidences."""
     import numpy as np
 
     from imagination.self_imitation import check_rows, decisive_count, partial_rows, play_until_decided
@@ -82,7 +82,8 @@ def test_a_check_until_decided_gates_as_the_check_of_every_world_success_for_few
         return outs[idx], np.full(len(idx), 10)
 
     idx, ok, lengths = play_until_decided(list(range(10)), play, 0.5)
-    # each call plays as many as could be needed before a decision: 5 (5 confirmed keep it), then 2 more
+    # each call plays as many as could be needed before a decision: 5 (none comes sooner), then 1 (4 confirmed
+    # and 1 refuted: the next one either keeps the task or leaves it open)
     assert calls == [[0, 1, 2, 3, 4], [5]] and idx == [0, 1, 2, 3, 4, 5] and ok.sum() == 5 and lengths.sum() == 60
     calls.clear()
     # three world successes pass the 90% bound only all confirmed: the first refuted one settles it
@@ -214,6 +215,10 @@ def test_pooled_gate_check_pools_every_rounds_check_and_counts_the_steps_no_roun
     markers["round_0"]["gate_pooled"] = {}
     del markers["round_1"]["gate_pooled"]
     assert pooled_gate_check(pipe, 3, now)[1] == 0.0  # rounds 1-2 had counted their own checks
+    # a check stopped once its gate's decision was settled cannot be pooled
+    (tmp_path / "round_2" / GATE_CHECK).write_text(json.dumps({"check": {}, "check_real": "until_decided"}))
+    with pytest.raises(ConfigError, match="pool_checks=true pools every outcome, and .*round_2/gate_check.json stopped"):
+        pooled_gate_check(pipe, 3, now)
     assert pool_check_rows([]) == {}
     for bad in ("yes", 1):
         with pytest.raises(ConfigError, match=f"self_imitation.pool_checks={bad!r}; expected true or false"):
@@ -247,3 +252,14 @@ def test_gate_agreement_sets_each_rounds_fresh_check_against_the_evaluation_star
     assert g90["confidence"] == 0.9 and g["confidence"] is None
     assert g90["per_run"][str(tmp_path)]["1"]["gated_eval"] == ["PushCube-v0", "LiftCube-v0"]
     assert g90["decisions"] == 2 and g90["agree"] == 2
+    # a check stopped once its own gate's decision was settled (until_decided) reads at that gate only
+    (tmp_path / "round_1" / GATE_CHECK).write_text(json.dumps({"check": fresh, "check_real": "until_decided",
+                                                               "min_precision": 0.5, "confidence": None}))
+    assert gate_agreement(per_run, 0.5)["agree"] == 1
+    with pytest.raises(WmrlError, match=r"gate_check.json stopped once its gate's decision \(min_precision 0.5, "
+                       r"confidence None\) was settled; it cannot be read at threshold 0.5, confidence 0.9"):
+        gate_agreement(per_run, 0.5, 0.9)
+    from imagination.self_imitation import check_reads_at
+
+    assert check_reads_at({"check_real": "world_successes"}, 0.7, 0.9) and check_reads_at({}, 0.5)
+    assert not check_reads_at({"check_real": "until_decided", "min_precision": 0.5, "confidence": 0.9}, 0.6, 0.9)
