@@ -1421,14 +1421,17 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      f"{_get(d, 'summary.kept_until_decided')}; {_get(d, 'summary.until_decided.point.decisions_same')} / "
      f"{_get(d, 'summary.until_decided.confidence.decisions_same')} of {_get(d, 'summary.until_decided.point.decisions')}",
      ""),
-    ("policy_compare_gate_line_s86.json", "session 86: the session-85 line run on to round 6 (rounds 4-6 "
-     "self_imitation.check_real=until_decided; 78.1-81.1k real steps per run), 600 held-out episodes per policy: SFT / "
-     "rounds 0, 3-6 / real GRPO from the same SFT at 80k real steps; round 6 minus round 0 / minus real GRPO at 80k",
-     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "r0", "r3", "r4", "r5", "r6", "real_80k"))
-     + f"; {_extra_pair(d, 'r6', 'r0')} / {_extra_pair(d, 'r6', 'real_80k')}", ""),
-    ("paired_gate_line_s86.json", "same runs, paired start by start on their own 600 starts: round 6 over SFT / minus "
-     "round 0 / minus real GRPO at 80k (79.4k real steps): differences [95% CI]",
-     lambda d: _pairs(d, ["r6 - sft", "r6 - r0", "r6 - real_80k"]), ""),
+    ("policy_compare_gate_line_s86.json", "session 86: the session-85 line run on to round 8 (rounds 4-8 "
+     "self_imitation.check_real=until_decided; 89.0-93.7k real steps per run at round 8), 600 held-out episodes per "
+     "policy: SFT / rounds 0, 3-8 / real GRPO from the same SFT at 91k real steps; round 7 minus round 0 / round 8 "
+     "minus round 0 / round 8 minus real GRPO at 91k",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success"))
+                          for k in ("sft", "r0", "r3", "r4", "r5", "r6", "r7", "r8", "real_last"))
+     + f"; {_extra_pair(d, 'r7', 'r0')} / {_extra_pair(d, 'r8', 'r0')} / {_extra_pair(d, 'r8', 'real_last')}", ""),
+    ("paired_gate_line_s86.json", "same runs, paired start by start on their own 600 starts: round 8 over SFT / "
+     "round 7 minus round 0 / round 8 minus round 0 / round 8 minus real GRPO at 91k (90.7k real steps): differences "
+     "[95% CI]",
+     lambda d: _pairs(d, ["r8 - sft", "r7 - r0", "r8 - r0", "r8 - real_last"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
