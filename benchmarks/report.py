@@ -1421,6 +1421,13 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      f"{_get(d, 'summary.kept_until_decided')}; {_get(d, 'summary.until_decided.point.decisions_same')} / "
      f"{_get(d, 'summary.until_decided.confidence.decisions_same')} of {_get(d, 'summary.until_decided.point.decisions')}",
      ""),
+    ("gate_check_cost_s86_r78.json", "same benchmark on rounds 7-8 of those runs (--rounds 7 8, 6 checks, after they "
+     "ran): real env steps, every start / the world's successes / until_decided at 0.5 (share of every start's); in-run "
+     "until_decided checks the replay reproduces; real outcomes alike on the starts both play",
+     lambda d: f"{_fmt(_get(d, 'summary.steps_all'))} / {_fmt(_get(d, 'summary.steps_world_successes'))} / "
+     f"{_fmt(_get(d, 'summary.until_decided.point.steps'))} ({_fmt(_get(d, 'summary.until_decided.point.share_of_all'))}); "
+     f"{_get(d, 'summary.kept_until_decided_same')} of {_get(d, 'summary.kept_until_decided')}; "
+     f"{_get(d, 'summary.real_reproduced')} of {_get(d, 'summary.played')}", ""),
     ("policy_compare_gate_line_s86.json", "session 86: the session-85 line run on to round 8 (rounds 4-8 "
      "self_imitation.check_real=until_decided; 89.0-93.7k real steps per run at round 8), 600 held-out episodes per "
      "policy: SFT / rounds 0, 3-8 / real GRPO from the same SFT at 91k real steps; round 7 minus round 0 / round 8 "
