@@ -85,26 +85,19 @@ def replay_until_decided(part: dict[str, Any], tasks: list[str], threshold: floa
     point estimate), their outcomes and lengths read from the record. Returns ``steps``, ``played``, ``starts``
     (task -> the episode indices played) and ``gated`` (the tasks its rows gate,
     :func:`imagination.self_imitation.gated_tasks`)."""
-    from imagination.self_imitation import check_rows, gated_tasks, partial_rows, play_until_decided
+    from imagination.self_imitation import gated_tasks, play_world_successes
 
     imagined = np.array([[c == "1" for c in part["check"][t]["imagined_outcomes"]] for t in tasks], bool)
-    real = imagined.copy()
-    steps = played = 0
-    starts = {}
-    for i, t in enumerate(tasks):
-        got = part["real"][t]
-        seen = {e: (c == "1", n) for e, c, n in zip(got["played"], got["outcomes"], got["lengths"])}
+    real = part["real"]
+    seen = {t: {e: (c == "1", n) for e, c, n in zip(real[t]["played"], real[t]["outcomes"], real[t]["lengths"])}
+            for t in tasks}
 
-        def play(idx: list[int], seen: dict = seen) -> tuple[Any, Any]:
-            return np.array([seen[e][0] for e in idx], bool), np.array([seen[e][1] for e in idx], int)
+    def play(i: int, t: str, idx: list[int]) -> tuple[Any, Any]:
+        return np.array([seen[t][e][0] for e in idx], bool), np.array([seen[t][e][1] for e in idx], int)
 
-        idx, ok, lengths = play_until_decided(list(got["played"]), play, threshold, confidence)
-        real[i, idx] = ok
-        steps += int(lengths.sum())
-        played += len(idx)
-        starts[t] = idx
-    rows = partial_rows(check_rows(tasks, imagined, real), {t: len(i) for t, i in starts.items()})
-    return {"steps": float(steps), "played": played, "starts": starts, "gated": gated_tasks(rows, threshold, confidence)}
+    played, steps, rows = play_world_successes(tasks, imagined, play, "until_decided", threshold, confidence)
+    return {"steps": steps, "played": sum(len(p["played"]) for p in played.values()),
+            "starts": {t: p["played"] for t, p in played.items()}, "gated": gated_tasks(rows, threshold, confidence)}
 
 
 def kept_until_decided_same(kept: dict[str, Any], part: dict[str, Any], tasks: list[str]) -> bool:

@@ -473,8 +473,6 @@ def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: i
     ``real`` (``all``: the evaluation record; otherwise per task ``played``, the episode indices played, and
     ``outcomes`` / ``lengths`` there) and ``check`` (the rows); ``until_decided`` adds ``min_precision`` and
     ``confidence``."""
-    import numpy as np
-
     from imagination.pipeline import evaluate_in_sim, run_env_kwargs
 
     if check_real not in CHECK_REAL:
@@ -491,26 +489,42 @@ def fresh_check(policy: Any, model: Any, cfg: Any, tasks: list[str], episodes: i
     from benchmarks.policy_eval import play_seeds
 
     imagined = world_outcomes(policy, model, tasks, episodes, seed, run_env_kwargs(cfg))
+
+    def play(i: int, task: str, idx: list[int]) -> tuple[Any, Any]:
+        return play_seeds(policy, task, [seed + 1000 * i + e for e in idx], num_envs=cfg.eval.num_envs,
+                          render=cfg.render.env_kwargs())
+
+    played, steps, rows = play_world_successes(tasks, imagined, play, check_real, min_precision, confidence)
+    return {**head, "real_env_steps": steps, "real": played, "check": rows}
+
+
+def play_world_successes(tasks: list[str], imagined: Any, play: Any, check_real: str = "world_successes",
+                         min_precision: float | None = None,
+                         confidence: float | None = None) -> tuple[dict[str, dict[str, Any]], float, dict[str, Any]]:
+    """The simulator's side of a check that plays the world's successes only (``check_real: world_successes``), or
+    those only until the gate's decision at ``min_precision`` and ``confidence`` is settled (``until_decided``,
+    :func:`play_until_decided`): ``imagined`` bool (T, E), the world's outcomes; ``play(task_index, task, episode
+    indices)`` plays episodes and returns (success bool (n,), length int (n,)). Returns ``(played, steps, rows)``:
+    per task ``played`` (the episode indices played) and ``outcomes`` / ``lengths`` there, the real env steps, and
+    the rows (:func:`partial_rows`)."""
+    import numpy as np
+
     real = imagined.copy()  # until_decided: the unplayed world successes read as real (partial_rows)
     played: dict[str, dict[str, Any]] = {}
     steps = 0
     for i, task in enumerate(tasks):
-        def play(idx: list[int], i: int = i, task: str = task) -> tuple[Any, Any]:
-            return play_seeds(policy, task, [seed + 1000 * i + e for e in idx], num_envs=cfg.eval.num_envs,
-                              render=cfg.render.env_kwargs())
-
         hits = [int(e) for e in np.flatnonzero(imagined[i])]
         if check_real == "until_decided":
-            idx, ok, lengths = play_until_decided(hits, play, float(min_precision), confidence)
+            idx, ok, lengths = play_until_decided(hits, lambda ids, i=i, task=task: play(i, task, ids),
+                                                  float(min_precision), confidence)
         else:
-            idx, (ok, lengths) = hits, play(hits)
+            idx, (ok, lengths) = hits, play(i, task, hits)
         real[i, idx] = ok
         steps += int(lengths.sum())
         played[task] = {"played": idx, "outcomes": "".join("1" if x else "0" for x in ok),
                         "lengths": [int(x) for x in lengths]}
     counts = {t: len(p["played"]) for t, p in played.items()} if check_real == "until_decided" else None
-    return {**head, "real_env_steps": float(steps), "real": played,
-            "check": partial_rows(check_rows(tasks, imagined, real), counts)}
+    return played, float(steps), partial_rows(check_rows(tasks, imagined, real), counts)
 
 
 def round_gate_rows(pipe: Any, q: int) -> tuple[dict[str, dict[str, Any]], float]:
@@ -650,6 +664,7 @@ __all__ = [
     "partial_rows",
     "decisive_count",
     "play_until_decided",
+    "play_world_successes",
     "pooled_gate_check",
     "round_gate_rows",
     "self_imitation_round",
