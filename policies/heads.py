@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from policies.row_stable import RowStableLinear
+
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 _SQUASH_EPS = 1e-4
 
@@ -103,14 +105,14 @@ class GaussianHead(ActionHead):
     ):
         super().__init__(in_dim, chunk_size, action_dim)
         n = chunk_size * action_dim
-        self.mean = nn.Linear(in_dim, n)
+        self.mean = RowStableLinear(in_dim, n)
         nn.init.zeros_(self.mean.bias)
         self.mean.weight.data.mul_(0.1)
         self.log_std_mode, self.squash = log_std_mode, squash
         if log_std_mode == "state_independent":
             self.log_std = nn.Parameter(torch.full((n,), float(init_log_std)))
         else:
-            self.log_std_layer = nn.Linear(in_dim, n)
+            self.log_std_layer = RowStableLinear(in_dim, n)
             nn.init.zeros_(self.log_std_layer.weight)
             nn.init.constant_(self.log_std_layer.bias, float(init_log_std))
 
@@ -193,7 +195,7 @@ class TokenHead(ActionHead):
     def __init__(self, in_dim: int, chunk_size: int, action_dim: int, num_bins: int = 64, temperature: float = 1.0):
         super().__init__(in_dim, chunk_size, action_dim)
         self.num_bins, self.temperature = num_bins, temperature
-        self.logits = nn.Linear(in_dim, chunk_size * action_dim * num_bins)
+        self.logits = RowStableLinear(in_dim, chunk_size * action_dim * num_bins)
         self.logits.weight.data.mul_(0.1)
         self.register_buffer("centres", torch.linspace(-1.0, 1.0, num_bins), persistent=False)
 

@@ -105,6 +105,32 @@ def test_act_shapes_and_bounds(policy):
     assert (policy.chunk_size, policy.action_dim, policy.image_size) == (3, 7, SIZE)
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_rows_outputs_do_not_depend_on_its_batch(variant):
+    """Each row's action, log-prob, value and evaluated log-prob are the same bits in a batch of 1-9 rows as in a
+    batch of 24 (``policies.row_stable``): a lone episode plays as in a full evaluation batch. At the main job's
+    layer sizes, where the CPU's kernels for a few rows round otherwise than for many (1-3 rows on session 86's host)."""
+    torch.manual_seed(0)
+    p = VLAPolicy(VLAConfig(**VARIANTS[variant])).eval()
+    g = torch.Generator().manual_seed(1)
+    obs = {"image": torch.randint(0, 256, (24, 64, 64, 3), dtype=torch.uint8, generator=g),
+           "state": torch.randn(24, 8, generator=g)}
+    if p.config.use_wrist:
+        obs["wrist_image"] = torch.randint(0, 256, (24, 64, 64, 3), dtype=torch.uint8, generator=g)
+    instr = INSTR * 12
+    full = p.act(obs, instr, deterministic=True)
+    full_lp = p.evaluate_actions(obs, instr, full.actions).log_prob
+    for n in range(1, 10):
+        for start in (0, 24 - n):
+            rows = slice(start, start + n)
+            out = p.act({k: v[rows] for k, v in obs.items()}, instr[rows], deterministic=True)
+            assert torch.equal(out.actions, full.actions[rows]), (n, start)
+            assert torch.equal(out.log_prob, full.log_prob[rows]), (n, start)
+            assert out.value is None if full.value is None else torch.equal(out.value, full.value[rows])
+            lp = p.evaluate_actions({k: v[rows] for k, v in obs.items()}, instr[rows], full.actions[rows]).log_prob
+            assert torch.equal(lp, full_lp[rows]), (n, start)
+
+
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_sampled_log_prob_matches_evaluate(policy, deterministic):
     obs = _obs_for(policy)

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from policies.base import Policy, PolicyEval, PolicyOutput, images_to_float, to_tensor_obs
 from policies.heads import HEADS, GaussianHead, TokenHead
+from policies.row_stable import RowStableConv2d, RowStableLinear
 from policies.text import InstructionEncoder, check_instructions
 from policies.vla.configuration_vla import VLAConfig
 
@@ -29,11 +30,11 @@ class ConvEncoder(nn.Module):
         c_in, size = in_channels + 2, image_size
         for i, c in enumerate(channels):
             stride = 2 if i < 3 else 1
-            convs.append(nn.Conv2d(c_in, c, 3, stride=stride, padding=1))
+            convs.append(RowStableConv2d(c_in, c, 3, stride=stride, padding=1))
             norms.append(nn.GroupNorm(min(8, c), c, affine=False))
             c_in, size = c, (size + stride - 1) // stride
         self.convs, self.norms = nn.ModuleList(convs), nn.ModuleList(norms)
-        self.proj = nn.Linear(c_in * size * size, out_dim)
+        self.proj = RowStableLinear(c_in * size * size, out_dim)
         ys, xs = torch.meshgrid(torch.linspace(-1, 1, image_size), torch.linspace(-1, 1, image_size), indexing="ij")
         self.register_buffer("coords", torch.stack([xs, ys])[None], persistent=False)
 
@@ -63,16 +64,16 @@ class VLANet(nn.Module):
         h = cfg.hidden_dim
         self.image_enc = ConvEncoder(cfg.image_size, cfg.channels, h)
         self.wrist_enc = ConvEncoder(cfg.image_size, cfg.channels, h) if cfg.use_wrist else None
-        self.text_proj = nn.Sequential(nn.Linear(cfg.text_dim, 128), nn.ReLU())
+        self.text_proj = nn.Sequential(RowStableLinear(cfg.text_dim, 128), nn.ReLU())
         n_film = self.image_enc.film_dim * (2 if cfg.use_wrist else 1)
-        self.film = nn.Linear(128, n_film) if cfg.fusion == "film" else None
+        self.film = RowStableLinear(128, n_film) if cfg.fusion == "film" else None
         if self.film is not None:
             nn.init.zeros_(self.film.weight)
             nn.init.zeros_(self.film.bias)
-        self.state_proj = nn.Sequential(nn.Linear(cfg.state_dim, 64), nn.ReLU())
+        self.state_proj = nn.Sequential(RowStableLinear(cfg.state_dim, 64), nn.ReLU())
         n_in = h * (2 if cfg.use_wrist else 1) + 64 + 128
-        self.trunk = nn.Sequential(nn.Linear(n_in, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU())
-        self.value = nn.Sequential(nn.Linear(h, 128), nn.Tanh(), nn.Linear(128, 1)) if cfg.value_head else None
+        self.trunk = nn.Sequential(RowStableLinear(n_in, h), nn.ReLU(), RowStableLinear(h, h), nn.ReLU())
+        self.value = nn.Sequential(RowStableLinear(h, 128), nn.Tanh(), RowStableLinear(128, 1)) if cfg.value_head else None
         self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
         self.register_buffer("state_std", torch.ones(cfg.state_dim))
 
