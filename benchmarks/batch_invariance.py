@@ -6,13 +6,17 @@
 ``benchmarks.policy_eval.play_seeds`` once per batch size: ``num_envs=b`` sub-envs at a time, so a start
 shares its policy calls with the ``b - 1`` starts beside it (and the last batch of a task with fewer).
 
-Two arms, side by side in one run on the same policy weights:
+Four arms, side by side in one run on the same policy weights: the policy's layers
 
-* ``row_stable``: the policy's layers as they are (``policies.row_stable``: a call on fewer than
-  ``MIN_ROWS`` rows is computed as part of a batch of ``MIN_ROWS``);
-* ``plain``: the same layers with ``MIN_ROWS = 1``, so each call is computed at its own size. Its actions
-  are those of the ``nn.Linear`` / ``nn.Conv2d`` layers the policy had before session 87 (its value
-  head's floats are not, and they play no part in an episode).
+* ``row_stable``: as they are (``policies.row_stable``: a call on fewer than ``MIN_ROWS`` rows is computed
+  as part of a batch of ``MIN_ROWS``), or
+* ``plain``: with ``MIN_ROWS = 1``, so each call is computed at its own size. Its actions are those of the
+  ``nn.Linear`` / ``nn.Conv2d`` layers the policy had before session 87 (its value head's floats are not,
+  and they play no part in an episode),
+
+with the simulator's frames ``tiled`` (the default, ``envs.tabletop.render``: a frame can differ by a pixel
+with its sub-env's place in the batch) or ``untiled`` (``tiled_frames=False``: each frame drawn alone).
+``plain_tiled`` is how every episode was played before session 87.
 
 Per arm: ``action_max_diff`` (the largest difference of the mean action chunk of any of the first 16
 starts of a task between a call on 1-15 of them and a call on all 16), each batch size's successes and
@@ -33,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-ARMS = ("row_stable", "plain")
+#: arm -> (policies.row_stable.MIN_ROWS, or None for the layers' own; tiled_frames)
+ARMS: dict[str, tuple[int | None, bool]] = {"row_stable_untiled": (None, False), "row_stable_tiled": (None, True),
+                                            "plain_untiled": (1, False), "plain_tiled": (1, True)}
 
 
 def action_max_diff(policy: Any, task: str, seed: int, render: dict[str, Any], rows: int = 16) -> float:
@@ -85,7 +91,8 @@ def compare_batchings(outcomes: dict[int, dict[str, tuple[np.ndarray, np.ndarray
 
 def run_arm(policy: Any, min_rows: int, tasks: list[str], episodes: int, seed: int, batch_sizes: list[int],
             render: dict[str, Any], progress: Any) -> dict[str, Any]:
-    """One arm: the policy with ``policies.row_stable.MIN_ROWS = min_rows`` (restored after)."""
+    """One arm: the policy with ``policies.row_stable.MIN_ROWS = min_rows`` (restored after), the built-in suite's
+    frames drawn with ``render`` (``envs.make_vec`` keyword arguments)."""
     import policies.row_stable as row_stable
     from benchmarks.policy_eval import play_seeds
 
@@ -102,7 +109,8 @@ def run_arm(policy: Any, min_rows: int, tasks: list[str], episodes: int, seed: i
                 progress.update(1)
     finally:
         row_stable.MIN_ROWS = kept
-    return {"min_rows": min_rows, "action_max_diff": max(diffs.values()), "action_max_diff_per_task": diffs,
+    return {"min_rows": min_rows, "tiled_frames": bool(render.get("tiled_frames", True)),
+            "action_max_diff": max(diffs.values()), "action_max_diff_per_task": diffs,
             "per_batch": compare_batchings(outcomes, tasks, seed)}
 
 
@@ -159,12 +167,13 @@ def main(argv: list[str] | None = None) -> int:
             tasks = tasks or envs.resolve_tasks(cfg.suite)
         tasks = envs.resolve_tasks(tasks or "builtin")  # an unknown task id: a one-line error naming it
         with tqdm(total=len(ARMS) * len(batch_sizes) * len(tasks), desc="batchings", disable=a.no_progress) as bar:
-            arms = {arm: run_arm(policy, row_stable.MIN_ROWS if arm == "row_stable" else 1, tasks, episodes, a.seed,
-                                 batch_sizes, render, bar) for arm in ARMS}
+            arms = {arm: run_arm(policy, row_stable.MIN_ROWS if min_rows is None else min_rows, tasks, episodes,
+                                 a.seed, batch_sizes, {**render, "tiled_frames": tiled}, bar)
+                    for arm, (min_rows, tiled) in ARMS.items()}
     except WmrlError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    summary = {arm: {"min_rows": r["min_rows"], "action_max_diff": r["action_max_diff"],
+    summary = {arm: {"min_rows": r["min_rows"], "tiled_frames": r["tiled_frames"], "action_max_diff": r["action_max_diff"],
                      **{f"outcomes_differ_at_{b}": r["per_batch"][b]["outcomes_differ"] for b in r["per_batch"]
                         if "against" in r["per_batch"][b]},
                      **{f"lengths_differ_at_{b}": r["per_batch"][b]["lengths_differ"] for b in r["per_batch"]

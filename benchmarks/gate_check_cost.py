@@ -20,7 +20,7 @@ the round's own check starts (:func:`imagination.self_imitation.check_seed`), th
 start (``all``; read back from ``round_R/gate_check.json`` when the round kept that check) and the world's successes
 only (``world_successes``, played here). It reports the real env steps of each and their ratio, whether the world
 outcomes and the real outcomes on the starts both play agree episode by episode (an episode's outcome depends on
-its start seed, and only slightly on the episodes batched with it), and the tasks each gates at ``--threshold``, on the point estimate and on the one-sided
+its start seed, and only slightly, through the tiled renderer, on the episodes batched with it), and the tasks each gates at ``--threshold``, on the point estimate and on the one-sided
 Wilson bound at ``--confidence``. From the world's successes' outcomes it also replays ``check_real:
 until_decided`` for both gates (:func:`imagination.self_imitation.play_until_decided`: the world's successes in
 start order, only until the gate's decision is settled; exact but for the rare episode whose outcome or length

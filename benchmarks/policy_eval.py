@@ -256,9 +256,11 @@ def play_seeds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One real episode of ``policy`` on ``task`` from each start seed in ``seeds`` (any seeds, in order;
     ``num_envs`` at a time), as :func:`evaluate_policy` plays its contiguous ones: an episode's start depends on
-    its seed alone, and its outcome too but for rare float differences between batchings (likely the policy's
-    batched forward pass: 4 of 4,639 real outcomes differed between batchings in session 86). Returns success bool (n,) and
-    length int (n,) in the order of ``seeds``; empty arrays for no seeds."""
+    its seed alone. Its outcome does too with ``render={"tiled_frames": False}``; with the default tiled frames
+    a frame can differ by a pixel with the sub-env's place in the batch, which tipped 4 of 4,639 real outcomes
+    between batchings in session 86 (``benchmarks.batch_invariance``; the policy's own calls do not depend on
+    their batch, ``policies.row_stable``). Returns success bool (n,) and length int (n,) in the order of
+    ``seeds``; empty arrays for no seeds."""
     import envs
 
     if num_envs < 1:

@@ -564,8 +564,10 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
     ("sim_throughput.json", "built-in suite, 64 envs: env-steps/s", "steps_per_s.batched_64", ""),
     ("sim_throughput.json", "batched 16 / gymnasium SyncVectorEnv 16", "ratio_vs_sync_vector_16", ">= 2"),
     ("sim_throughput.json", "gymnasium Pusher-v5 + 64x64 render: steps/s (peer)", "pusher_v5_steps_per_s", ""),
-    ("sim_throughput.json", "built-in render options, 16 envs: slowdown of shadows / supersample 2",
-     lambda d: " / ".join(f"{_fmt(_get(d, f'render_option_cost.{k}'))}x" for k in ("shadows", "supersample2")), ""),
+    ("sim_throughput.json", "built-in render options, 16 envs: slowdown of shadows / supersample 2 / untiled frames "
+     "(tiled_frames=False; then at 64 envs)",
+     lambda d: " / ".join(f"{_fmt(_get(d, f'render_option_cost.{k}'))}x"
+                          for k in ("shadows", "supersample2", "untiled", "untiled_64")), ""),
     ("chunk_end_frames.json", "frames drawn only where read (chunk ends, videos): speedup in the real sim / "
      "state model / learned renderer / renderer-drawn real / main-job evaluation; outcomes identical",
      lambda d: " / ".join(f"{_fmt(_get(d, f'worlds.{w}.speedup'))}x" for w in
@@ -1439,6 +1441,12 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "round 7 minus round 0 / round 8 minus round 0 / round 8 minus real GRPO at 91k (90.7k real steps): differences "
      "[95% CI]",
      lambda d: _pairs(d, ["r8 - sft", "r7 - r0", "r8 - r0", "r8 - real_last"]), ""),
+    ("batch_invariance_s87.json", "session 87: the same 300 starts (run 2's round-5 check) played alone, in pairs and "
+     "20 at a time: starts whose outcome or length differs from the batch of 20, played alone / in pairs, for the "
+     "policy's layers plain or row-stable (policies.row_stable) with tiled or untiled frames: plain tiled (before) / "
+     "row-stable tiled (default) / row-stable untiled (render.tiled=false)",
+     lambda d: " / ".join(f"{_get(d, f'summary.{arm}.lengths_differ_at_1')}, {_get(d, f'summary.{arm}.lengths_differ_at_2')}"
+                          for arm in ("plain_tiled", "row_stable_tiled", "row_stable_untiled")), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

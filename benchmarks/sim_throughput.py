@@ -13,10 +13,13 @@ Built-in configs, interleaved in every repeat (so machine noise hits them alike)
 * ``sync_vector_16``: 16 single envs (``gymnasium.make("wmrl/<task>")``) in gymnasium's
   ``SyncVectorEnv``;
 * ``pusher_v5``: gymnasium's own ``Pusher-v5`` stepping + ``render()`` at 64x64 (a peer);
-* ``batched_16_shadows`` / ``batched_16_supersample2``: the 16-env batch with the render options
-  (``shadows=True``: a 128x128 shadow map; ``supersample=2``: render at 128, area-downsample to 64).
+* ``batched_16_shadows`` / ``batched_16_supersample2`` / ``batched_16_untiled`` / ``batched_64_untiled``: the
+  16-env (64-env) batch with the render options (``shadows=True``: a 128x128 shadow map; ``supersample=2``:
+  render at 128, area-downsample to 64; ``tiled_frames=False``: each frame drawn alone and read back at once,
+  the same bits whatever the batch).
 Reports env-steps/s (median over repeats), ``ratio_vs_sync_vector_16`` for the 16-env batch and
-``render_option_cost`` (plain batched_16 / with the option, the median of per-repeat ratios).
+``render_option_cost`` (plain batched_16, or batched_64 for ``untiled_64``, / with the option, the median of
+per-repeat ratios).
 ``--reuse-builtin FILE`` copies the built-in section of an earlier result instead of measuring it
 (the JSON says so in ``backends.builtin.source``); ``--reuse-extra FILE`` does the same for the
 ManiSkill3 / LIBERO sections (for a machine where their venvs are not installed).
@@ -79,7 +82,8 @@ def _time_steps(step, num_envs: int, steps: int) -> float:
 
 
 def _batched(n: int, **render: Any):
-    """``n`` built-in envs (``render``: ``shadows`` / ``supersample`` options) and a random-action step."""
+    """``n`` built-in envs (``render``: ``shadows`` / ``supersample`` / ``tiled_frames`` options) and a random-action
+    step."""
     import envs
 
     env = envs.make_vec("builtin", n, seed=0, **render)
@@ -123,7 +127,7 @@ def run(quick: bool) -> dict[str, Any]:
 
     repeats = 3 if quick else 7
     steps = {"batched_1": 100, "batched_16": 40, "batched_64": 12, "sync_vector_16": 40, "pusher_v5": 200,
-             "batched_16_shadows": 40, "batched_16_supersample2": 40}
+             "batched_16_shadows": 40, "batched_16_supersample2": 40, "batched_16_untiled": 40, "batched_64_untiled": 12}
     if quick:
         steps = {k: max(5, v // 4) for k, v in steps.items()}
     makers = {
@@ -134,6 +138,8 @@ def run(quick: bool) -> dict[str, Any]:
         "pusher_v5": _pusher,
         "batched_16_shadows": lambda: _batched(16, shadows=True),
         "batched_16_supersample2": lambda: _batched(16, supersample=2),
+        "batched_16_untiled": lambda: _batched(16, tiled_frames=False),
+        "batched_64_untiled": lambda: _batched(64, tiled_frames=False),
     }
     built = {k: m() for k, m in makers.items()}
     for step, _ in built.values():  # warm-up
@@ -147,8 +153,11 @@ def run(quick: bool) -> dict[str, Any]:
         ratios.append(samples["batched_16"][-1] / samples["sync_vector_16"][-1])
     med = {k: statistics.median(v) for k, v in samples.items()}
     cost = {
-        opt: statistics.median(p / q for p, q in zip(samples["batched_16"], samples[f"batched_16_{opt}"], strict=True))
-        for opt in ("shadows", "supersample2")
+        opt: statistics.median(p / q for p, q in zip(samples[plain], samples[option], strict=True))
+        for opt, plain, option in (("shadows", "batched_16", "batched_16_shadows"),
+                                   ("supersample2", "batched_16", "batched_16_supersample2"),
+                                   ("untiled", "batched_16", "batched_16_untiled"),
+                                   ("untiled_64", "batched_64", "batched_64_untiled"))
     }
     return {
         "benchmark": "sim_throughput",

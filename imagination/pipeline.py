@@ -85,25 +85,32 @@ class RenderConfig:
     the policy all see one kind of frame. Args: supersample: render N times larger and box-average
     down (anti-aliasing; 1: off); shadows: the overhead light casts shadows (see
     ``envs.tabletop.TabletopVectorEnv``). Both sharpen the IDM's depth/height motion
-    (``benchmarks.reward_models``) and cost env speed (``benchmarks.sim_throughput``)."""
+    (``benchmarks.reward_models``) and cost env speed (``benchmarks.sim_throughput``). tiled: draw a
+    batch's frames as tiles of one framebuffer (``envs.tabletop.render``), where a frame can differ by a pixel
+    with its sub-env's place in the batch; false: each frame drawn alone, the same bits whatever the batch
+    (an episode's outcome then does not depend on the episodes played beside it), for fewer env steps/s."""
 
     supersample: int = 1
     shadows: bool = False
+    tiled: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.supersample, bool) or not isinstance(self.supersample, int) or not 1 <= self.supersample <= 4:
             raise ConfigError(f"render.supersample={self.supersample!r}; expected an integer in [1, 4]")
-        if not isinstance(self.shadows, bool):
-            raise ConfigError(f"render.shadows={self.shadows!r}; expected true or false")
+        for name in ("shadows", "tiled"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"render.{name}={getattr(self, name)!r}; expected true or false")
 
     @property
     def is_default(self) -> bool:
-        return self.supersample == 1 and not self.shadows
+        return self.supersample == 1 and not self.shadows and self.tiled
 
     def env_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``envs.make_vec`` for the built-in suite (empty when default, so any
         backend takes them)."""
-        return {} if self.is_default else {"supersample": self.supersample, "shadows": self.shadows}
+        if self.is_default:
+            return {}
+        return {"supersample": self.supersample, "shadows": self.shadows, **({} if self.tiled else {"tiled_frames": False})}
 
 
 @dataclass

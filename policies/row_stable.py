@@ -1,21 +1,21 @@
 """Layers whose output rows do not depend on how many rows are batched with them.
 
 On the CPU, ``F.linear`` and ``F.conv2d`` take other kernels for a batch of very few rows than for a
-larger one, and the kernels round differently. On session 86's host (MKL and oneDNN, AVX-512), the
+larger one, and the kernels round differently. On session 87's host (MKL and oneDNN, AVX-512), the
 policy's linear layers gave other floats for 1-3 rows than for 4-200 rows, and its convolutions for 1
 row than for 2 or more, while every batch from 4 to 200 rows gave every row bit for bit; a layer of one output
-rounds each row by where it falls in the batch, at any batch size. The
-policy's actions for the same observation differed by up to 3.6e-7, and over a 60-step closed loop
-such a difference tipped 4 of 4,639 real episodes: an episode played alone (the last starts of a gate
-check) could end otherwise than in a full evaluation batch (``docs/rl_in_imagination.md``, "The
-policy's actions no longer depend on their batch").
+rounds each row by where it falls in the batch, at any batch size. The policy's actions for the same
+observation differed by up to 4.2e-7 between a call on a few starts and a call on 16. Over a closed loop
+such a difference can change an episode played alone (the last starts of a gate check) from the one
+played in a full evaluation batch: in ``benchmarks.batch_invariance`` (``batch_invariance_s87.json``) it
+changed one episode's length of 300. (The renderer's tiles changed more, ``envs.tabletop.render``.)
 
 :class:`RowStableLinear` and :class:`RowStableConv2d` pad an input of fewer than :data:`MIN_ROWS`
 rows with zero rows up to :data:`MIN_ROWS` and drop their outputs, so a few rows take the kernels of a
 full batch. A batch of :data:`MIN_ROWS` rows or more is computed exactly as by ``nn.Linear`` /
 ``nn.Conv2d`` (but for a layer of one output, see :class:`RowStableLinear`), so a full batch's actions are
-unchanged. The parameters, their initialisation
-and the checkpoint keys are those of ``nn.Linear`` / ``nn.Conv2d``.
+unchanged. The parameters, their initialisation and the checkpoint keys are those of ``nn.Linear`` /
+``nn.Conv2d``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 #: The fewest rows these layers compute at once. 4 was enough on the measured host; 8 leaves room for
-#: kernels that switch paths a little later. Padding costs a 1-row call of the main job's policy 1.1 -> 2-4 ms.
+#: kernels that switch paths a little later. Padding costs a 1-row call of the main job's policy 1.1 -> 2.2-2.5 ms.
 MIN_ROWS = 8
 
 

@@ -194,5 +194,5 @@ def test_sim_throughput_quick_writes_json(tmp_path):
     for key in ("batched_1", "batched_16", "batched_64", "sync_vector_16", "pusher_v5"):
         assert res["steps_per_s"][key] > 0
     assert res["ratio_vs_sync_vector_16"] > 0 and "machine" in res and "versions" in res
-    assert set(res["render_option_cost"]) == {"shadows", "supersample2"}
+    assert set(res["render_option_cost"]) == {"shadows", "supersample2", "untiled", "untiled_64"}
     assert all(v > 0 for v in res["render_option_cost"].values())

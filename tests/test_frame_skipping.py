@@ -12,6 +12,7 @@ import torch
 import envs
 from benchmarks._split_worlds import RendererDrawnRealEnv, StateModelVectorEnv
 from benchmarks.chunk_end_frames import EveryFrame
+from envs.tabletop.render import BatchRenderer
 from envs.wrappers import ActionChunkWrapper
 from wmrl.errors import WmrlError
 from worldmodels.object_dynamics import ObjectDynamics, ObjectDynamicsConfig
@@ -40,15 +41,38 @@ def _renderer() -> StateRenderer:
     return StateRenderer(StateRendererConfig(image_size=SIZE, channels=[8, 16, 16, 16])).eval()
 
 
-def test_batch_renderer_draws_a_subset_at_its_slots_exactly_as_the_whole_batch():
+def test_untiled_frames_draw_a_state_the_same_alone_in_a_subset_and_anywhere_in_the_batch():
+    """``tiled_frames=False`` draws each frame alone at the buffer's origin: as tiles, 32 of these 552 frames differed
+    by a pixel between places in the batch (session 87), and an episode's outcome could depend on its batch."""
+    env = envs.make_vec("PushCube-v0", 24, image_size=64, wrist_image=True, tiled_frames=False).unwrapped
+    env.reset(seed=list(range(500, 524)))
+    env.step(np.random.default_rng(0).uniform(-1, 1, (24, 7)).astype(np.float32))
+    r, q, m = env._renderer, env._qpos, env._mocap
+    full = r.render(q, m)
+    back = r.render(q[::-1], m[::-1])
+    sub = r.render(q[[1, 4, 5]], m[[1, 4, 5]])
+    for c in range(2):  # both cameras
+        np.testing.assert_array_equal(back[c][::-1], full[c])
+        np.testing.assert_array_equal(sub[c], full[c][[1, 4, 5]])
+        for i in range(24):
+            np.testing.assert_array_equal(r.render(q[i : i + 1], m[i : i + 1])[c][0], full[c][i])
+    env.close()
+
+
+def test_tiled_frames_draw_a_subset_at_its_slots_exactly_as_the_whole_batch():
+    """Tiled (the default): a subset drawn in its sub-envs' tiles gets the whole batch's pixels, and the first tile
+    (sub-env 0's agent view) is the place where ``tiled_frames=False`` draws every frame."""
     env = _real(6, wrist_image=True).unwrapped
     env.reset(seed=list(range(6)))
     env.step(np.random.default_rng(0).uniform(-1, 1, (6, 7)).astype(np.float32))
+    assert env._renderer.tiled
     full = env._renderer.render(env._qpos, env._mocap)
     ids = np.array([1, 4, 5])
     sub = env._renderer.render(env._qpos[ids], env._mocap[ids], ids)
+    alone = BatchRenderer(env.model, SIZE, ("agentview", "wrist"), tiled=False).render(env._qpos[:1], env._mocap[:1])
     for f, s in zip(full, sub):  # both cameras
         np.testing.assert_array_equal(s, f[ids])
+    np.testing.assert_array_equal(alone[0][0], full[0][0])
     env.close()
 
 

@@ -1465,8 +1465,8 @@ def test_persisted_max_needs_the_probability_held_for_consecutive_frames():
 
 
 def test_run_render_options_reach_every_real_env(tmp_path):
-    """`render.supersample` / `render.shadows` of `wmrl run`: checked at config time, recorded with the
-    demos, and handed to the evaluation and paired-episode envs."""
+    """`render.supersample` / `render.shadows` / `render.tiled` of `wmrl run`: checked at config time, the first two
+    recorded with the demos, and handed to the evaluation and paired-episode envs."""
     from benchmarks.policy_eval import evaluate_policy
     from imagination.pipeline import Pipeline, load_run_config
     from wmrl.data import read_episode_meta
@@ -1485,6 +1485,9 @@ def test_run_render_options_reach_every_real_env(tmp_path):
         Pipeline(resumed, progress=False).check_demo_render()  # a resume may not switch the frames
     plain = load_run_config([*base, f"run_dir={tmp_path / 'plain'}"], "run_quick")
     assert Pipeline(plain, progress=False).env_kwargs() == {"image_size": 32}  # defaults pass nothing
+    untiled = load_run_config([*base, f"run_dir={tmp_path / 'untiled'}", "render.tiled=false"], "run_quick")
+    assert Pipeline(untiled, progress=False).env_kwargs() == {"image_size": 32, "supersample": 1, "shadows": False,
+                                                              "tiled_frames": False}
     # the evaluation's envs take the options (a bad one reaches the env and is refused there)
     with pytest.raises(WmrlError, match="supersample"):
         evaluate_policy("random", "PushCube-v0", 1, num_envs=1, render={"supersample": 0})
@@ -1492,6 +1495,8 @@ def test_run_render_options_reach_every_real_env(tmp_path):
         load_run_config([*base, "render.supersample=0"], "run_quick")
     with pytest.raises(ConfigError, match="render.shadows='yes'"):
         load_run_config([*base, "render.shadows=yes"], "run_quick")
+    with pytest.raises(ConfigError, match="render.tiled=2"):
+        load_run_config([*base, "render.tiled=2"], "run_quick")
     with pytest.raises(ConfigError, match="is for the built-in suite"):
         load_run_config(["suite=PickCube-v1", "render.shadows=true"], "run_quick")
 

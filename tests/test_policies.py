@@ -109,7 +109,7 @@ def test_act_shapes_and_bounds(policy):
 def test_a_rows_outputs_do_not_depend_on_its_batch(variant):
     """Each row's action, log-prob, value and evaluated log-prob are the same bits in a batch of 1-9 rows as in a
     batch of 24 (``policies.row_stable``): a lone episode plays as in a full evaluation batch. At the main job's
-    layer sizes, where the CPU's kernels for a few rows round otherwise than for many (1-3 rows on session 86's host)."""
+    layer sizes, where the CPU's kernels for a few rows round otherwise than for many (1-3 rows on session 87's host)."""
     torch.manual_seed(0)
     p = VLAPolicy(VLAConfig(**VARIANTS[variant])).eval()
     g = torch.Generator().manual_seed(1)

@@ -1,8 +1,12 @@
-"""Batched offscreen rendering of many sub-envs with one OpenGL context.
+"""Offscreen rendering of many sub-envs' states with one OpenGL context.
 
-All sub-envs' frames are drawn as tiles of one framebuffer and read back with a single
-``mjr_readPixels``: the per-frame read-back and sync, which dominate small software-rendered
-frames, are paid once per batch instead of once per env.
+By default (``tiled=True``) a batch's frames are drawn as tiles of one framebuffer and read back together:
+the read-back and its sync are paid once per pass, and the software rasteriser works on many tiles at once.
+But it places an edge a pixel apart from one tile to another (32 of 552 frames of 24 PushCube starts
+differed by a pixel between tiles, session 87), so a sub-env's frame, and rarely an episode's outcome,
+depends on its place in the batch. ``tiled=False`` draws each frame alone at the buffer's origin and reads
+it back at once: a state's frame is then the same bits whatever is drawn with it, for fewer env steps per
+second (``benchmarks.sim_throughput``, ``render_option_cost.untiled``).
 """
 
 from __future__ import annotations
@@ -33,22 +37,32 @@ class BatchRenderer:
             integer factor): anti-aliased frames whose edges move by fractions of a pixel. 1: off
             (the software renderer's multisampling misplaces tiles, so it is done here).
         shadows: draw the lights' shadows (the model must be built with ``shadows=True``).
+        tiled: draw a batch's frames as tiles of one framebuffer (the default), or each alone at its origin
+            (see the module docstring).
     """
 
     def __init__(
-        self, model: mujoco.MjModel, size: int, cameras: tuple[str, ...], supersample: int = 1, shadows: bool = False
+        self,
+        model: mujoco.MjModel,
+        size: int,
+        cameras: tuple[str, ...],
+        supersample: int = 1,
+        shadows: bool = False,
+        tiled: bool = True,
     ):
         backend = check_backend()
         self.model = model
         self.size = size
         self.supersample = check_supersample(supersample)
-        tile = size * self.supersample
+        side = size * self.supersample
         self.width = int(model.vis.global_.offwidth)
         self.height = int(model.vis.global_.offheight)
-        self.cols = self.width // tile
-        self.rows = self.height // tile
+        self.cols, self.rows = self.width // side, self.height // side
         if self.cols * self.rows < 1:
-            raise WmrlError(f"offscreen buffer {self.width}x{self.height} cannot hold a {tile}x{tile} frame")
+            raise WmrlError(f"offscreen buffer {self.width}x{self.height} cannot hold a {side}x{side} frame")
+        if not isinstance(tiled, (bool, np.bool_)):
+            raise WmrlError(f"tiled={tiled!r}; expected True or False")
+        self.tiled = bool(tiled)
         try:
             self._gl = mujoco.GLContext(self.width, self.height)
             self._gl.make_current()
@@ -81,22 +95,51 @@ class BatchRenderer:
             cam.fixedcamid = cid
             self._cams.append(cam)
         self._scratch = mujoco.MjData(model)
-        self._buf = np.empty((self.height, self.width, 3), dtype=np.uint8)
+        self._rect = mujoco.MjrRect(0, 0, side, side)
+        self._buf = np.empty((self.height, self.width, 3) if self.tiled else (side, side, 3), dtype=np.uint8)
 
     def render(self, qpos: np.ndarray, mocap_pos: np.ndarray, slots: np.ndarray | None = None) -> list[np.ndarray]:
-        """Render every camera for each state.
+        """Render every camera for each state: as tiles (the default), or each frame alone at the buffer's origin
+        (``tiled=False``: a state's frame does not depend on the other states or on its place among them).
 
         Args:
             qpos: (N, nq) joint positions.
             mocap_pos: (N, nmocap, 3) mocap body positions.
-            slots: int (N,), distinct: the place of each state in the batch it belongs to (default
-                ``arange(N)``). A frame is drawn in the tile its slot gives, and the rasteriser can differ
-                by a pixel between tiles, so a subset of a batch drawn with its sub-envs' indices as
-                slots gets exactly the pixels the whole batch gets.
+            slots: tiled only: int (N,), distinct: the place of each state in the batch it belongs to (default
+                ``arange(N)``). A frame is drawn in the tile its slot gives, so a subset of a batch drawn with its
+                sub-envs' indices as slots gets exactly the pixels the whole batch gets.
 
         Returns:
             one uint8 array (N, size, size, 3) per camera, upright.
         """
+        if self.tiled:
+            return self._render_tiles(qpos, mocap_pos, slots)
+        n = qpos.shape[0]
+        out = [np.empty((n, self.size, self.size, 3), np.uint8) for _ in self._cams]
+        self._gl.make_current()
+        m, d = self.model, self._scratch
+        for i in range(n):
+            d.qpos[:] = qpos[i]
+            d.mocap_pos[:] = mocap_pos[i]
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_camlight(m, d)
+            for c, cam in enumerate(self._cams):
+                mujoco.mjv_updateScene(m, d, self._opt, self._pert, cam, mujoco.mjtCatBit.mjCAT_ALL, self._scn)
+                mujoco.mjr_render(self._rect, self._scn, self._con)
+                mujoco.mjr_readPixels(self._buf, None, self._rect, self._con)
+                out[c][i] = self._downsample(self._buf)[::-1]  # GL rows start at the bottom: flip to upright
+        return out
+
+    def _downsample(self, buf: np.ndarray) -> np.ndarray:
+        """(h*ss, w*ss, 3) -> (h, w, 3): the mean of each ss x ss block, rounded (a box filter); as is for ss = 1."""
+        ss = self.supersample
+        if ss == 1:
+            return buf
+        h, w = buf.shape[0] // ss, buf.shape[1] // ss
+        return buf.reshape(h, ss, w, ss, 3).mean(axis=(1, 3)).round().astype(np.uint8)
+
+    def _render_tiles(self, qpos: np.ndarray, mocap_pos: np.ndarray, slots: np.ndarray | None) -> list[np.ndarray]:
+        """:meth:`render` with ``tiled=True``: the frames as tiles, one read-back per pass of the buffer."""
         n = qpos.shape[0]
         ncam = len(self._cams)
         out = [np.empty((n, self.size, self.size, 3), np.uint8) for _ in range(ncam)]
@@ -108,8 +151,8 @@ class BatchRenderer:
         for i, c, j in jobs:
             passes.setdefault(j // per_pass, []).append((i, c, j % per_pass))
         self._gl.make_current()
-        m, d, ss = self.model, self._scratch, self.supersample
-        s = self.size * ss
+        m, d = self.model, self._scratch
+        s = self.size * self.supersample
         for chunk in passes.values():
             for i, c, k in chunk:
                 d.qpos[:] = qpos[i]
@@ -125,14 +168,11 @@ class BatchRenderer:
             rect = mujoco.MjrRect(0, 0, self.width, used_rows * s)
             buf = self._buf[: used_rows * s]
             mujoco.mjr_readPixels(buf, None, rect, self._con)
-            if ss > 1:  # box filter: mean of each ss x ss block, rounded
-                h, w = buf.shape[:2]
-                buf = buf.reshape(h // ss, ss, w // ss, ss, 3).mean(axis=(1, 3)).round().astype(np.uint8)
+            buf = self._downsample(buf)
             t = self.size
             for i, c, k in chunk:
                 r, col = k // self.cols, k % self.cols
-                # GL rows start at the bottom: flip to upright.
-                out[c][i] = buf[r * t : (r + 1) * t, col * t : (col + 1) * t][::-1]
+                out[c][i] = buf[r * t : (r + 1) * t, col * t : (col + 1) * t][::-1]  # GL rows start at the bottom
         return out
 
     def close(self) -> None:

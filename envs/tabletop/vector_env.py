@@ -59,6 +59,9 @@ class TabletopVectorEnv(VectorEnv):
             ``image_size`` (anti-aliasing; 1, the default: off). Frames change, physics does not.
         shadows: the overhead light casts shadows (off by default); the gripper's shadow shows
             where it is over the table. Frames change, physics does not.
+        tiled_frames: draw the batch's frames as tiles of one framebuffer (the default; ``envs.tabletop.render``),
+            where a frame can differ by a pixel with its sub-env's place in the batch; False: each frame drawn
+            alone, the same bits whatever the batch, for fewer steps per second. Frames change, physics does not.
 
     Observations: ``image`` uint8 (N,H,W,3), ``wrist_image`` (optional), ``state`` float32 (N,8)
     = tcp xyz, tcp velocity xyz, finger opening (m), last gripper command. Actions (N,7): the
@@ -85,6 +88,7 @@ class TabletopVectorEnv(VectorEnv):
         render_mode: str | None = "rgb_array",
         supersample: int = 1,
         shadows: bool = False,
+        tiled_frames: bool = True,
     ):
         unknown = [t for t in task_ids if t not in TASKS]
         if unknown:
@@ -122,7 +126,7 @@ class TabletopVectorEnv(VectorEnv):
         self._mocap = self._batch.bind("mocap_pos")
         cams = ("agentview", "wrist") if self.wrist else ("agentview",)
         self._renderer = BatchRenderer(
-            self.model, self.image_size, cams, supersample=self.supersample, shadows=self.shadows
+            self.model, self.image_size, cams, supersample=self.supersample, shadows=self.shadows, tiled=tiled_frames
         )
 
         img = gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
