@@ -1447,6 +1447,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "row-stable tiled (default) / row-stable untiled (render.tiled=false)",
      lambda d: " / ".join(f"{_get(d, f'summary.{arm}.lengths_differ_at_1')}, {_get(d, f'summary.{arm}.lengths_differ_at_2')}"
                           for arm in ("plain_tiled", "row_stable_tiled", "row_stable_untiled")), ""),
+    ("policy_compare_gate_line_s87.json", "session 87: the same line on to round 10 (99.4-106.8k real steps per run), "
+     "600 held-out episodes per policy: SFT / rounds 0, 8, 9, 10 / real GRPO from the same SFT at 100k / 107k real "
+     "steps; round 10 minus round 0 / minus real GRPO at 107k",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "r0", "r8", "r9", "r10", "real_100k",
+                                                                         "real_107k"))
+     + f"; {_extra_pair(d, 'r10', 'r0')} / {_extra_pair(d, 'r10', 'real_107k')}", ""),
+    ("paired_gate_line_s87.json", "same runs, paired start by start on their own 600 starts: round 10 over SFT / "
+     "round 9 minus round 0 / round 10 minus round 0 / round 10 minus real GRPO at 107k (104.9k real steps): "
+     "differences [95% CI]",
+     lambda d: _pairs(d, ["r10 - sft", "r9 - r0", "r10 - r0", "r10 - real_107k"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),
