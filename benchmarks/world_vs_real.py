@@ -218,13 +218,15 @@ def pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
     over their episodes, the standard error as sqrt(sum se^2) / k. A field some row lacks (a check that played
     only the world's successes, :func:`imagination.self_imitation.partial_rows`) pools to None; ``precision`` is
     the share confirmed of the world's successes the rows played (all of them, but for ``until_decided`` checks)."""
+    from imagination.self_imitation import world_successes_played
+
     n = np.array([r["episodes"] for r in rows], float)
     w = n / n.sum()
     imagined = float(sum(wi * r["imagined"] for wi, r in zip(w, rows)))
     known = all(r.get("real") is not None and r.get("missed_successes") is not None for r in rows)
     real = float(sum(wi * r["real"] for wi, r in zip(w, rows))) if known else None
     false = sum(r["false_successes"] for r in rows)
-    hits = sum(r["imagined"] * r["episodes"] if r.get("real_played") is None else r["real_played"] for r in rows)
+    hits = sum(world_successes_played(r) for r in rows)
     ses = [r.get("overrating_se") for r in rows]
     return {
         "episodes": float(n.sum()), "imagined": imagined, "real": real,

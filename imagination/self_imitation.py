@@ -355,8 +355,7 @@ def partial_rows(rows: dict[str, dict[str, Any]], played: dict[str, int] | None 
     unknown = ("real", "overrating", "overrating_se", "missed_successes")
     out = {}
     for t, row in rows.items():
-        n = round(row["imagined"] * row["episodes"]) if played is None else \
-            (sum(played.values()) if t == "all" else played[t])
+        n = world_successes_played(row) if played is None else (sum(played.values()) if t == "all" else played[t])
         precision = row["precision"] if played is None else ((n - row["false_successes"]) / n if n else None)
         out[t] = {**row, **dict.fromkeys(unknown), "precision": precision, "real_played": n}
     return out
@@ -575,6 +574,14 @@ def pooled_gate_check(pipe: Any, r: int, rows: dict[str, dict[str, Any]]) -> tup
     return pool_check_rows(checks), float(sum(s for q, (_, s) in enumerate(earlier) if q > last))
 
 
+def world_successes_played(row: dict[str, Any]) -> int:
+    """How many of a world check row's world successes the simulator played, the count its ``precision`` reads:
+    ``real_played`` where a check recorded it (:func:`partial_rows`), else all of them (``imagined`` rate times
+    ``episodes``)."""
+    played = row.get("real_played")
+    return round(float(row["imagined"]) * float(row["episodes"])) if played is None else int(played)
+
+
 def precision_lower_bound(row: dict[str, Any], confidence: float) -> float | None:
     """The one-sided Wilson lower bound at ``confidence`` of a world check row's precision (its ``imagined`` rate
     times ``episodes`` world successes, or the ``real_played`` of them a check played, ``false_successes`` of them
@@ -584,8 +591,7 @@ def precision_lower_bound(row: dict[str, Any], confidence: float) -> float | Non
 
     from benchmarks._stats import wilson_ci
 
-    hits = round(float(row["imagined"]) * float(row["episodes"])) if row.get("real_played") is None \
-        else int(row["real_played"])
+    hits = world_successes_played(row)
     if hits < 1:
         return None
     real = hits - round(float(row["false_successes"]))
@@ -662,6 +668,7 @@ __all__ = [
     "precision_reads",
     "reads_below",
     "partial_rows",
+    "world_successes_played",
     "decisive_count",
     "play_until_decided",
     "play_world_successes",

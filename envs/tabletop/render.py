@@ -117,18 +117,27 @@ class BatchRenderer:
         n = qpos.shape[0]
         out = [np.empty((n, self.size, self.size, 3), np.uint8) for _ in self._cams]
         self._gl.make_current()
-        m, d = self.model, self._scratch
         for i in range(n):
-            d.qpos[:] = qpos[i]
-            d.mocap_pos[:] = mocap_pos[i]
-            mujoco.mj_kinematics(m, d)
-            mujoco.mj_camlight(m, d)
+            self._pose(qpos[i], mocap_pos[i])
             for c, cam in enumerate(self._cams):
-                mujoco.mjv_updateScene(m, d, self._opt, self._pert, cam, mujoco.mjtCatBit.mjCAT_ALL, self._scn)
+                self._scene(cam)
                 mujoco.mjr_render(self._rect, self._scn, self._con)
                 mujoco.mjr_readPixels(self._buf, None, self._rect, self._con)
                 out[c][i] = self._downsample(self._buf)[::-1]  # GL rows start at the bottom: flip to upright
         return out
+
+    def _pose(self, qpos: np.ndarray, mocap_pos: np.ndarray) -> None:
+        """Put the scratch data in one state: ``qpos`` (nq,), ``mocap_pos`` (nmocap, 3); kinematics and lights."""
+        d = self._scratch
+        d.qpos[:] = qpos
+        d.mocap_pos[:] = mocap_pos
+        mujoco.mj_kinematics(self.model, d)
+        mujoco.mj_camlight(self.model, d)
+
+    def _scene(self, cam: mujoco.MjvCamera) -> None:
+        """The scene of the posed scratch data seen from ``cam``."""
+        mujoco.mjv_updateScene(self.model, self._scratch, self._opt, self._pert, cam, mujoco.mjtCatBit.mjCAT_ALL,
+                               self._scn)
 
     def _downsample(self, buf: np.ndarray) -> np.ndarray:
         """(h*ss, w*ss, 3) -> (h, w, 3): the mean of each ss x ss block, rounded (a box filter); as is for ss = 1."""
@@ -151,17 +160,11 @@ class BatchRenderer:
         for i, c, j in jobs:
             passes.setdefault(j // per_pass, []).append((i, c, j % per_pass))
         self._gl.make_current()
-        m, d = self.model, self._scratch
         s = self.size * self.supersample
         for chunk in passes.values():
             for i, c, k in chunk:
-                d.qpos[:] = qpos[i]
-                d.mocap_pos[:] = mocap_pos[i]
-                mujoco.mj_kinematics(m, d)
-                mujoco.mj_camlight(m, d)
-                mujoco.mjv_updateScene(
-                    m, d, self._opt, self._pert, self._cams[c], mujoco.mjtCatBit.mjCAT_ALL, self._scn
-                )
+                self._pose(qpos[i], mocap_pos[i])
+                self._scene(self._cams[c])
                 viewport = mujoco.MjrRect((k % self.cols) * s, (k // self.cols) * s, s, s)
                 mujoco.mjr_render(viewport, self._scn, self._con)
             used_rows = max(k for _, _, k in chunk) // self.cols + 1
