@@ -209,6 +209,10 @@ class CoevolutionConfig:
         evaluation runs) instead of sampling it; sampled rollouts of the built-in SFT policy
         succeed 4-29% of the time where its mean action scores 29-47%, so their failures are
         largely the sampling noise's.
+    average_rounds: K > 1 makes each round's policy (the one evaluated, saved as ``round_r/policy`` and
+        carried into the next round) the uniform weight average of the policies trained in rounds
+        r-K+1..r (from round 0 on; :func:`policies.weight_average.average_policies`), a model soup of the
+        line; 1 keeps the round's trained policy. Round 0 is never averaged.
     """
 
     rounds: int = 2
@@ -221,8 +225,11 @@ class CoevolutionConfig:
     imagined_success_labels: bool = False
     replay_outcomes: str = "all"
     deterministic_rollouts: bool = False
+    average_rounds: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.average_rounds, bool) or not isinstance(self.average_rounds, int) or self.average_rounds < 1:
+            raise ConfigError(f"average_rounds={self.average_rounds!r} must be an integer >= 1 (1: no averaging)")
         if self.rounds < 0 or self.episodes_per_round < 1:
             raise ConfigError(
                 f"rounds={self.rounds} must be >= 0 and episodes_per_round={self.episodes_per_round} >= 1"

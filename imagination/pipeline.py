@@ -757,6 +757,36 @@ class Pipeline:
         folder = self.root / "sft" if round_idx < 0 else self.root / f"round_{round_idx}"
         return load_policy(folder / "policy", map_location=str(self.device))
 
+    def trained_policy_dir(self, q: int) -> Path:
+        """Round ``q``'s trained policy before any averaging (``coevolution.average_rounds``): the
+        self-imitation fine-tune's (``round_q/self_imitation/policy``), else ``round_q/policy_trained``
+        (written where rounds are averaged), else ``round_q/policy``."""
+        out = self.root / f"round_{q}"
+        for folder in (out / "self_imitation" / "policy", out / "policy_trained"):
+            if (folder / "config.json").is_file():
+                return folder
+        return out / "policy"
+
+    def save_round_policy(self, r: int, trained: Any, phase: str) -> tuple[Any, list[int]]:
+        """Save round ``r``'s policy from its ``trained`` policy and return it with the rounds it averages.
+
+        ``coevolution.average_rounds`` K = 1, and round 0: ``round_r/policy`` is ``trained``. K > 1: the
+        trained policy is kept (``phase`` "self_imitation": already in ``round_r/self_imitation/policy``;
+        otherwise saved to ``round_r/policy_trained``) and ``round_r/policy`` is the uniform weight average
+        of rounds max(0, r-K+1)..r's trained policies (:func:`policies.weight_average.average_policies`)."""
+        from policies import load_policy
+        from policies.weight_average import average_policies
+
+        out = self.root / f"round_{r}"
+        rounds = list(range(max(0, r - self.cfg.coevolution_config().average_rounds + 1), r + 1))
+        if len(rounds) == 1:
+            trained.save_pretrained(out / "policy")
+            return trained, rounds
+        if phase != "self_imitation":
+            trained.save_pretrained(out / "policy_trained")
+        average_policies([self.trained_policy_dir(q) for q in rounds], out / "policy")
+        return load_policy(out / "policy", map_location=str(self.device)), rounds
+
     def rl(
         self,
         env: Any,
@@ -934,7 +964,7 @@ class Pipeline:
             )
         env = self.imagined_env(wm, sm, exe, keyframes, seed=self.cfg.seed + 31 * r)
         hist = self.rl(env, policy, out, seed_offset=r)
-        policy.save_pretrained(out / "policy")
+        policy, summary["averaged_rounds"] = self.save_round_policy(r, policy, "rl")
         summary["imagined_steps"] = float(env.imagined_steps)
         summary["rl_iterations"] = len(hist)
         summary["policy_updates"] = policy_updates(hist)

@@ -189,7 +189,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     ``finished``, ``kept``, ``finished_success_rate``, ``env_steps``), ``successes_kept``,
     ``episodes_cloned``, ``fine_tune_steps``, ``imagined_success_last`` (the collection's sampled
     success over every task's finished episodes) and ``imagined_overrating_by_task``
-    (:func:`imagined_overrating`)."""
+    (:func:`imagined_overrating`) and ``averaged_rounds`` (the rounds whose trained policies ``out/policy``
+    averages, :meth:`~imagination.pipeline.Pipeline.save_round_policy`; ``[r]``: the round's own)."""
     from benchmarks._split_worlds import check_state_model
     from benchmarks.self_imitation import collect_round
     from envs.tabletop.vector_env import STATE_DIM
@@ -231,7 +232,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     # every round's successes decompressed straight into the concatenation: it alone holds their frames
     train = pipe.train_sft(out / "self_imitation", steps, extra=kept or None, init=start, drop_tasks=gated)
     pol = load_policy(out / "self_imitation" / "policy", map_location=str(pipe.device))
-    pol.save_pretrained(out / "policy")
+    _, averaged = pipe.save_round_policy(r, pol, "self_imitation")
     finished = sum(s["finished"] for s in stats.values())
     return {
         "imagination_phase": "self_imitation",
@@ -251,6 +252,7 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "gated_tasks": gated,
         "gate_lower_bounds": reads if si.gate_confidence is not None else None,
         "gated_frac": 0.0,
+        "averaged_rounds": averaged,
     }
 
 

@@ -1464,6 +1464,41 @@ def test_persisted_max_needs_the_probability_held_for_consecutive_frames():
         persisted_max(trace, 0)
 
 
+def test_a_rounds_policy_averages_the_last_rounds_trained_policies(tmp_path):
+    """`coevolution.average_rounds=K`: round r's policy is the weight average of rounds r-K+1..r's trained
+    policies (self-imitation's fine-tunes, an RL round's `policy_trained`), never of averaged ones; round 0 and
+    K=1 keep the trained policy as it is; K < 1 is a one-line ConfigError."""
+    from imagination.pipeline import Pipeline, load_run_config
+    from policies import load_policy
+    from policies.vla import VLAConfig, VLAPolicy
+
+    tiny = dict(image_size=32, channels=(8, 8, 8), hidden_dim=32, chunk_size=3, num_bins=16)
+    pipe = Pipeline(load_run_config([f"run_dir={tmp_path / 'run'}", "coevolution.average_rounds=2"], "run_quick"),
+                    progress=False)
+    trained = []
+    for r, phase in enumerate(["self_imitation", "self_imitation", "rl"]):
+        torch.manual_seed(r)
+        pol = VLAPolicy(VLAConfig(**tiny))
+        if phase == "self_imitation":  # the phase's fine-tune writes it there first
+            pol.save_pretrained(tmp_path / "run" / f"round_{r}" / "self_imitation" / "policy")
+        trained.append(pol.state_dict())
+        got, rounds = pipe.save_round_policy(r, pol, phase)
+        assert rounds == ([0] if r == 0 else [r - 1, r])
+        saved = load_policy(tmp_path / "run" / f"round_{r}" / "policy").state_dict()
+        for k, v in saved.items():
+            want = trained[r][k] if r == 0 else (trained[r - 1][k] + trained[r][k]) / 2
+            torch.testing.assert_close(v, want, rtol=0, atol=1e-6)
+            assert torch.equal(got.state_dict()[k], v)
+    assert pipe.trained_policy_dir(2) == tmp_path / "run" / "round_2" / "policy_trained"
+    assert pipe.trained_policy_dir(1) == tmp_path / "run" / "round_1" / "self_imitation" / "policy"
+    plain = Pipeline(load_run_config([f"run_dir={tmp_path / 'plain'}"], "run_quick"), progress=False)
+    pol = VLAPolicy(VLAConfig(**tiny))
+    got, rounds = plain.save_round_policy(3, pol, "rl")
+    assert got is pol and rounds == [3] and not (tmp_path / "plain" / "round_3" / "policy_trained").exists()
+    with pytest.raises(ConfigError, match=r"average_rounds=0 must be an integer >= 1"):
+        load_run_config(["coevolution.average_rounds=0"], "run_quick")
+
+
 def test_run_render_options_reach_every_real_env(tmp_path):
     """`render.supersample` / `render.shadows` / `render.tiled` of `wmrl run`: checked at config time, the first two
     recorded with the demos, and handed to the evaluation and paired-episode envs."""

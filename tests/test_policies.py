@@ -189,6 +189,42 @@ def test_save_load_round_trip(policy, tmp_path):
     assert (tmp_path / "p" / "instructions.safetensors").exists()
 
 
+def test_average_policies_is_the_mean_of_every_weight_and_keeps_shared_buffers(tmp_path):
+    """`policies.weight_average.average_policies`: each parameter the mean of the folders', the normalisation
+    buffers they share kept, one folder a copy; a policy of another config is refused by name, nothing written."""
+    from policies.weight_average import average_policies
+
+    folders = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        p = VLAPolicy(VLAConfig(**TINY))
+        p.net.state_mean.fill_(0.25)
+        folders.append(p.save_pretrained(tmp_path / f"p{seed}"))
+    sds = [load_policy(f).state_dict() for f in folders]
+    avg = load_policy(average_policies(folders, tmp_path / "avg")).state_dict()
+    assert avg.keys() == sds[0].keys()
+    for k, v in avg.items():
+        torch.testing.assert_close(v, (sds[0][k] + sds[1][k] + sds[2][k]) / 3, rtol=0, atol=1e-6)
+    assert torch.equal(avg["net.state_mean"], sds[0]["net.state_mean"])
+    assert any(not torch.equal(avg[k], sds[0][k]) for k in avg)  # not a copy of one of them
+    one = load_policy(average_policies(folders[1:2], tmp_path / "one")).state_dict()
+    assert all(torch.equal(one[k], sds[1][k]) for k in one)
+    VLAPolicy(VLAConfig(**{**TINY, "hidden_dim": 16})).save_pretrained(tmp_path / "other")
+    with pytest.raises(CheckpointError, match=r"other is not a policy of .*p0's architecture and config"):
+        average_policies([folders[0], tmp_path / "other"], tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(CheckpointError, match="no config.json"):
+        average_policies([folders[0], tmp_path / "missing"], tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(CheckpointError, match="at least one"):
+        average_policies([], tmp_path / "none")
+    from policies.weight_average import main
+
+    assert main([*map(str, folders), "--out", str(tmp_path / "cli")]) == 0  # python -m policies.weight_average
+    cli = load_policy(tmp_path / "cli").state_dict()
+    assert all(torch.equal(cli[k], avg[k]) for k in cli)
+
+
 def test_bad_inputs(policy):
     obs = _obs_for(policy)
     with pytest.raises(WmrlError, match="lacks key"):
