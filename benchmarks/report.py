@@ -1457,6 +1457,31 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "round 9 minus round 0 / round 10 minus round 0 / round 10 minus real GRPO at 107k (104.9k real steps): "
      "differences [95% CI]",
      lambda d: _pairs(d, ["r10 - sft", "r9 - r0", "r10 - r0", "r10 - real_107k"]), ""),
+    ("policy_compare_averaged_rounds_s88.json", "session 88: the same line, weights averaged "
+     "(policies.weight_average; coevolution.average_rounds=5 from round 11), 600 held-out episodes per policy: round 0 / "
+     "round 10 / the average of rounds 6-10 (post hoc) / round 11 (average of 7-11) / round 12 (average of 8-12; "
+     "109.6-119.4k real steps per run) / real GRPO from the same SFT at 120k real steps; round 12 minus round 0 / "
+     "minus round 10 / minus real GRPO at 120k",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("r0", "r10", "soup6_10", "avg11", "avg12",
+                                                                         "real_120k"))
+     + f"; {_extra_pair(d, 'avg12', 'r0')} / {_extra_pair(d, 'avg12', 'r10')} / {_extra_pair(d, 'avg12', 'real_120k')}",
+     "last round >= round 0 + 0.05"),
+    ("paired_averaged_rounds_s88.json", "same runs, paired start by start on their own 600 starts: round 11 / round 12 "
+     "minus round 0 / round 12 minus round 10 / minus real GRPO at 120k (119.1k real steps): differences [95% CI]",
+     lambda d: _pairs(d, ["avg11 - r0", "avg12 - r0", "avg12 - r10", "avg12 - real_120k"]),
+     "last round >= round 0 + 0.05"),
+    ("policy_compare_averaged_from_round6_s88.json", "session 88: the control, the line copied at round 5 and "
+     "rounds 6-8 run again with coevolution.average_rounds=5, 600 held-out episodes per policy: the line's rounds "
+     "6 / 7 / 8, the averaged rounds 6 / 7 / 8; averaged minus the line's round 6 / 7 / 8",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("r6", "r7", "r8", "b6", "b7", "b8"))
+     + "; " + " / ".join(_extra_pair(d, f"b{r}", f"r{r}") for r in (6, 7, 8)), ""),
+    ("paired_averaged_from_round6_s88.json", "same runs, paired start by start on their own 600 starts: averaged "
+     "minus the line's round 6 / 7 / 8: differences [95% CI]",
+     lambda d: _pairs(d, ["b6 - r6", "b7 - r7", "b8 - r8"]), ""),
+    ("policy_compare_soup_rounds4_8_s88.json", "session 88: the post-hoc weight average of the line's rounds 4-8, 600 "
+     "held-out episodes per policy: round 8 / the average; the average minus round 8",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("r8", "soup4_8"))
+     + f"; {_extra_pair(d, 'soup4_8', 'r8')}", ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

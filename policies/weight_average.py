@@ -1,11 +1,13 @@
 """A uniform average of several policies' weights (a "model soup" of one lineage).
 
-Co-evolution rounds fine-tune each policy from the one before, so their weights stay in one basin, and
-the rounds' real success scatters by about ±0.01 around a plateau (session 87's rounds 4-10). The
-average of the last rounds' weights reads above each of them: on session 85's gated line, the average
-of rounds 6-10 scored 0.538 held out against round 10's 0.523 (``docs/rl_in_imagination.md``,
-session 88). :func:`average_policies` computes such an average with ``torch.optim.swa_utils.AveragedModel``
-(parameters and buffers, a running mean) and saves it as a policy folder.
+Co-evolution rounds fine-tune each policy from the one before, so their weights stay close, and the rounds' real
+success scatters by about ±0.01 around a plateau (session 87's rounds 4-10). Averaging such checkpoints is a
+common way to score above each of them. On session 85's gated line it did once and not again
+(``docs/rl_in_imagination.md``, session 88): the average of rounds 6-10 scored 0.538 held out against round 10's
+0.523, that of rounds 4-8 0.521 against round 8's 0.525, and averaging inside the loop from round 6 on
+(``coevolution.average_rounds``) was level with the plain rounds. :func:`average_policies` computes the average
+with ``torch.optim.swa_utils.AveragedModel`` (parameters and buffers, a running mean) and saves it as a policy
+folder.
 """
 
 from __future__ import annotations
