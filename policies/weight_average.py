@@ -12,7 +12,6 @@ folder.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,12 +21,11 @@ from wmrl.errors import CheckpointError
 
 def average_policies(folders: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path:
     """Save the uniform average of the weights of the policies in ``folders`` (each written by
-    ``save_pretrained``, all of one architecture and config) to ``out``, with the config of the last.
+    ``save_pretrained``, all of one architecture and config) to ``out``, with that config.
 
     Every parameter and buffer is averaged; buffers the policies share (the normalisation statistics)
-    stay as they are. One folder copies that policy. A folder of another architecture, config or tensor
-    shape is a one-line :class:`CheckpointError` naming it; ``out`` is then not written."""
-    import torch
+    stay as they are. One folder copies that policy. A folder of another architecture or config is a
+    one-line :class:`CheckpointError` naming it; ``out`` is then not written."""
     from torch.optim.swa_utils import AveragedModel
 
     from policies import load_policy
@@ -36,21 +34,17 @@ def average_policies(folders: Sequence[str | os.PathLike], out: str | os.PathLik
     if not folders:
         raise CheckpointError("average_policies needs at least one policy folder; got none")
     first = load_policy(folders[0])
-    ref = json.loads((folders[0] / "config.json").read_text())
     avg = AveragedModel(first, use_buffers=True)
     avg.update_parameters(first)  # the first update copies the weights in; each later one takes a running mean
     for folder in folders[1:]:
         other = load_policy(folder)  # a folder that is no policy: load_policy's own one-line error
-        meta = json.loads((folder / "config.json").read_text())
-        if any(meta.get(k) != ref.get(k) for k in ("policy_type", "config")):
+        if other.name != first.name or other.config != first.config:
             raise CheckpointError(
                 f"{folder} is not a policy of {folders[0]}'s architecture and config "
-                f"({ref.get('policy_type')!r}); only one lineage's weights can be averaged"
+                f"({first.name!r}); only one lineage's weights can be averaged"
             )
         avg.update_parameters(other)
-    with torch.no_grad():
-        policy = avg.module
-    return policy.save_pretrained(out)
+    return avg.module.save_pretrained(out)
 
 
 def main(argv: list[str] | None = None) -> int:
