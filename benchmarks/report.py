@@ -1482,6 +1482,16 @@ ROWS: list[tuple[str, str, str | Callable[[dict], Any], str]] = [
      "held-out episodes per policy: round 8 / the average; the average minus round 8",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("r8", "soup4_8"))
      + f"; {_extra_pair(d, 'soup4_8', 'r8')}", ""),
+    ("policy_compare_clone_real_s89.json", "session 89: self_imitation.clone_real (each fine-tune also clones the "
+     "successes among the real episodes already played for data), three fresh gated runs (runs/s89/base_S) and their "
+     "branches at round 0 with it (runs/s89/real_S), 600 held-out episodes per policy: SFT / rounds 0-2 without / "
+     "with it; with minus without at round 0 / 1 / 2",
+     lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "r0", "r1", "r2", "r0real", "r1real",
+                                                                        "r2real"))
+     + "; " + " / ".join(_extra_pair(d, f"r{r}real", f"r{r}") for r in (0, 1, 2)), ""),
+    ("paired_clone_real_s89.json", "same runs, paired start by start on their own 600 starts: with minus without "
+     "clone_real at round 0 / 1 / 2; with it, round 2 minus SFT: differences [95% CI]",
+     lambda d: _pairs(d, ["r0real - r0", "r1real - r1", "r2real - r2", "r2real - sft"]), ""),
     ("policy_compare.json", "600 held-out episodes per policy (100 per task, seed 777000), mean of 3 base seeds: SFT / "
      "real GRPO 380k (GRPO seed 0) / 760k / 1.52M",
      lambda d: " / ".join(_fmt(_get(d, f"arms.{k}.success")) for k in ("sft", "grpo_380k", "grpo_760k", "grpo_1520k")),

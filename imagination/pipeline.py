@@ -673,6 +673,7 @@ class Pipeline:
         init: Path | None = None,
         num_threads: int | None = None,
         drop_tasks: Any = (),
+        whole_files: Any = (),
     ) -> dict:
         """Behaviour-clone the run's policy on its demos into ``out`` (``out/policy``): the ``sft``
         stage, or (``steps``) the same recipe at another optimiser-step budget (its learning-rate
@@ -684,7 +685,8 @@ class Pipeline:
         saved policy folder training starts from (fine-tuning; None: the config's ``sft.init``, by
         default a fresh initialisation). ``num_threads``: torch threads of the training (None: the
         run's ``num_threads``). ``drop_tasks``: task ids whose episodes in ``extra`` are left out (the demos
-        are kept whole). Resumes from ``out/checkpoints``."""
+        are kept whole). ``whole_files``: ``.npz`` files of more episodes cloned whole, whatever ``drop_tasks``
+        says (self-imitation's real successes, ``self_imitation.clone_real``). Resumes from ``out/checkpoints``."""
         from policies.train import TrainPolicyConfig, train_policy
         from policies.vla.configuration_vla import VLAConfig
         from wmrl.config import to_dataclass
@@ -701,22 +703,27 @@ class Pipeline:
             **({} if init is None else {"init": str(init)}),
         )
         # passed without a local name: train_policy holds the only reference to the concatenation
-        _, summary = train_policy(tc, self.sft_trajectories(extra, drop_tasks), progress=self.progress)
+        _, summary = train_policy(tc, self.sft_trajectories(extra, drop_tasks, whole_files), progress=self.progress)
         return {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in summary.items()
             if isinstance(v, (int, float, str, bool, Path))
         }
 
-    def sft_trajectories(self, extra: Any = None, drop_tasks: Any = ()) -> Any:
+    def sft_trajectories(self, extra: Any = None, drop_tasks: Any = (), whole_files: Any = ()) -> Any:
         """The episodes SFT clones: the demos (only the successful ones with ``sft_successful_only``) plus
         ``extra`` (a ``wmrl.data.Trajectories``, an iterable of them, a list of paths to files written by
         ``wmrl.data.save_trajectories_npz``, or None), concatenated once. A generator's episodes are loaded
         for the concatenation only: none of them outlives it. Files' frames are decompressed straight into
         the concatenation (``wmrl.data.concat_with_npz``), so no file's frames are held beside it.
-        ``drop_tasks``: task ids whose episodes in ``extra`` are left out."""
+        ``drop_tasks``: task ids whose episodes in ``extra`` are left out. ``whole_files``: ``.npz`` files
+        whose episodes are all cloned, after ``extra``'s, whatever ``drop_tasks`` says."""
         from wmrl.data import Trajectories, concat_with_npz
 
+        whole = [Path(p) for p in whole_files]
+        if whole and extra is not None and not (isinstance(extra, (list, tuple)) and extra
+                                                and all(isinstance(e, (str, Path)) for e in extra)):
+            raise TypeError("sft_trajectories: whole_files goes with extra given as a list of .npz files or None")
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
             ok = np.flatnonzero(np.asarray(traj.episode_success, bool))
@@ -725,11 +732,11 @@ class Pipeline:
                     f"sft_successful_only: none of the {traj.num_episodes} demo episodes succeeded"
                 )
             traj = traj.select_episodes(ok)
-        if extra is None:
+        if extra is None and not whole:
             return traj
         drop = set(drop_tasks)
-        if isinstance(extra, (list, tuple)) and extra and all(isinstance(e, (str, Path)) for e in extra):
-            return concat_with_npz(traj, extra, drop_tasks=drop)
+        if extra is None or (isinstance(extra, (list, tuple)) and extra and all(isinstance(e, (str, Path)) for e in extra)):
+            return concat_with_npz(traj, [*(extra or []), *whole], drop_tasks=drop, whole=whole)
 
         def without(t: Trajectories) -> Trajectories:
             ok = t.episodes_not_of(drop)

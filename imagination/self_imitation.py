@@ -31,7 +31,9 @@ a task passes only when its check's successes show the precision above ``min_pre
 (:func:`fresh_check`), all that the precision depends on: the same gate for about two fifths of the check's real steps
 (``benchmarks.gate_check_cost``); ``check_real: until_decided`` plays those in turn only until the gate's decision
 on the task can no longer change whatever the rest would show (:func:`play_until_decided`): the same decisions again,
-for fewer real steps still.
+for fewer real steps still. ``clone_real`` also clones the successes among the real episodes the run already played
+for data (:func:`real_successes`: round 0's SFT episodes, each co-evolution round's rollouts), every task's, as the
+gate judges the world's successes only: true successes of the tasks it gates, at no real step beyond those counted.
 
 ``benchmarks.self_imitation`` measured this recipe on finished runs (one round: +0.027 held out over three
 seeds; four rounds +0.061; the same recipe's successes found in the simulator +0.035 a round).
@@ -40,9 +42,11 @@ seeds; four rounds +0.061; the same recipe's successes found in the simulator +0
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from wmrl.errors import ConfigError
 
@@ -51,6 +55,9 @@ POLICY_ROLLOUTS = "policy_rollouts.npz"
 SUCCESSES = "successes.npz"
 #: each round's world set against the simulator on the evaluation's starts (:func:`world_vs_real_on_eval_starts`)
 WORLD_CHECK = "world_vs_real.json"
+#: each round's successful real episodes played for data (``self_imitation.clone_real``), and their record
+REAL_SUCCESSES = "real_successes.npz"
+REAL_SUCCESSES_RECORD = "real_successes.json"
 #: the gate's own check on fresh starts (``self_imitation.check_episodes`` > 0, :func:`gate_check`)
 GATE_CHECK = "gate_check.json"
 #: a task's check starts are ``check_seed + 1000 * task + episode``: at most this many per task
@@ -98,6 +105,10 @@ class SelfImitationConfig:
             is settled whatever the others would show (:func:`play_until_decided`; needs ``min_precision``, and
             not ``pool_checks``, whose pooled reading needs every outcome): the decisions ``world_successes`` gives,
             and the rows' ``precision`` is the share confirmed of the starts played.
+        clone_real: each round's fine-tune also clones the successful episodes among the real episodes the run
+            has already played for data (:func:`real_successes`): round 0's ``policy_episodes`` and each
+            co-evolution round's recorded rollouts. They are real, so the gate never leaves them out, and they
+            cost no real step beyond those already counted. (The gate's check keeps outcomes only, not frames.)
     """
 
     enabled: bool = False
@@ -112,6 +123,7 @@ class SelfImitationConfig:
     pool_checks: bool = False
     gate_confidence: float | None = None
     check_real: str = "all"
+    clone_real: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -131,8 +143,9 @@ class SelfImitationConfig:
         if not 0 <= int(self.check_episodes) <= MAX_CHECK_EPISODES:
             raise ConfigError(f"self_imitation.check_episodes={self.check_episodes}; expected 0 (the evaluation's "
                               f"starts) to {MAX_CHECK_EPISODES} fresh starts per task")
-        if not isinstance(self.pool_checks, bool):
-            raise ConfigError(f"self_imitation.pool_checks={self.pool_checks!r}; expected true or false")
+        for key in ("pool_checks", "clone_real"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"self_imitation.{key}={getattr(self, key)!r}; expected true or false")
         if self.gate_confidence is not None and (isinstance(self.gate_confidence, bool)
                                                  or not 0.5 <= float(self.gate_confidence) < 1.0):
             raise ConfigError(f"self_imitation.gate_confidence={self.gate_confidence!r}; expected a confidence in "
@@ -175,6 +188,35 @@ def policy_rollouts_for_world(pipe: Any, out: Path) -> tuple[Any | None, float]:
     return load_trajectories_npz(path), float(json.loads(record.read_text())["env_steps"])
 
 
+def real_successes(pipe: Any, r: int, out: Path) -> dict[str, int]:
+    """Round ``r``'s successful real episodes for the fine-tunes (``self_imitation.clone_real``): those among the
+    real episodes the round played for data, round 0's SFT episodes (``out/policy_rollouts.npz``) or a
+    co-evolution round's recorded rollouts (``out/rollouts.npz``), written once into ``out/real_successes.npz``
+    (no file when none succeeded; each episode's weight 1) and counted per task in ``out/real_successes.json``,
+    written after it and read back on resume. Returns ``{task: successes}`` over every task of the run."""
+    from wmrl.data import load_trajectories_npz, save_trajectories_npz
+    from wmrl.io import atomic_write_json
+
+    record = out / REAL_SUCCESSES_RECORD
+    if not record.is_file():
+        source = out / (POLICY_ROLLOUTS if r == 0 else "rollouts.npz")
+        counts = {t: 0 for t in pipe.tasks()}
+        played = 0
+        if source.is_file():
+            traj = load_trajectories_npz(source)
+            played = traj.num_episodes
+            ok = np.flatnonzero(traj.episode_success)
+            if len(ok):
+                won = traj.select_episodes(ok)
+                won = replace(won, episode_weights=np.ones(won.num_episodes, np.float32))
+                save_trajectories_npz(out / REAL_SUCCESSES, won)
+                for task in won.episode_task_ids():
+                    counts[task] = counts.get(task, 0) + 1
+            del traj
+        atomic_write_json(record, {"source": source.name, "episodes": played, "successes": counts})
+    return {t: int(n) for t, n in json.loads(record.read_text())["successes"].items()}
+
+
 def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[str, Any]:
     """Round ``r``'s imagination phase: collect the policy entering the round's successes in the world of the
     state model in ``world_dir``, fine-tune it on the successful demos plus every round's successes so far
@@ -190,7 +232,9 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     ``episodes_cloned``, ``fine_tune_steps``, ``imagined_success_last`` (the collection's sampled
     success over every task's finished episodes) and ``imagined_overrating_by_task``
     (:func:`imagined_overrating`) and ``averaged_rounds`` (the rounds whose trained policies ``out/policy``
-    averages, :meth:`~imagination.pipeline.Pipeline.save_round_policy`; ``[r]``: the round's own)."""
+    averages, :meth:`~imagination.pipeline.Pipeline.save_round_policy`; ``[r]``: the round's own),
+    ``real_successes`` (with ``clone_real``: the round's real successes per task, :func:`real_successes`; else
+    None) and ``real_successes_cloned`` (every round's so far, cloned whatever the gate; 0 without ``clone_real``)."""
     from benchmarks._split_worlds import check_state_model
     from benchmarks.self_imitation import collect_round
     from envs.tabletop.vector_env import STATE_DIM
@@ -227,10 +271,15 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
     reads = precision_reads(pooled if pooled is not None else gate_rows, si.gate_confidence)
     gated = reads_below(reads, si.min_precision)
     kept = [p for q in range(r + 1) if (p := pipe.root / f"round_{q}" / SUCCESSES).is_file()]
+    real_counts: list[dict[str, int]] = []
+    if si.clone_real:  # every round's so far (one run without clone_real too), every task's: they are real
+        real_counts = [real_successes(pipe, q, pipe.root / f"round_{q}") for q in range(r + 1)]
+    real = [p for q in range(len(real_counts)) if (p := pipe.root / f"round_{q}" / REAL_SUCCESSES).is_file()]
     steps = int(si.steps if si.steps is not None else pipe.cfg.sft.get("steps"))
     start = pipe.root / ("sft" if r == 0 else f"round_{r - 1}") / "policy"
     # every round's successes decompressed straight into the concatenation: it alone holds their frames
-    train = pipe.train_sft(out / "self_imitation", steps, extra=kept or None, init=start, drop_tasks=gated)
+    train = pipe.train_sft(out / "self_imitation", steps, extra=kept or None, init=start, drop_tasks=gated,
+                           whole_files=real)
     pol = load_policy(out / "self_imitation" / "policy", map_location=str(pipe.device))
     _, averaged = pipe.save_round_policy(r, pol, "self_imitation")
     finished = sum(s["finished"] for s in stats.values())
@@ -253,6 +302,8 @@ def self_imitation_round(pipe: Any, r: int, out: Path, world_dir: Path) -> dict[
         "gate_lower_bounds": reads if si.gate_confidence is not None else None,
         "gated_frac": 0.0,
         "averaged_rounds": averaged,
+        "real_successes": real_counts[-1] if real_counts else None,
+        "real_successes_cloned": int(sum(sum(c.values()) for c in real_counts)),
     }
 
 
@@ -669,6 +720,7 @@ __all__ = [
     "precision_lower_bound",
     "precision_reads",
     "reads_below",
+    "real_successes",
     "partial_rows",
     "world_successes_played",
     "decisive_count",

@@ -2127,6 +2127,38 @@ def test_pipeline_self_imitation_phase_fits_round_zeros_world_counts_its_steps_a
     with pytest.raises(ConfigError, match="gate_confidence=0.9 sets the confidence .* needs self_imitation.min_precision"):
         pipe_with("self_imitation.gate_confidence=0.9")
 
+    # clone_real: a round's fine-tune also clones the successes among the real episodes already played for data
+    # (round 0's SFT episodes, each co-evolution round's rollouts), whatever the gate, on a copy of the run. Three
+    # demo episodes stand in for round 0's SFT episodes, as this tiny SFT policy rarely succeeds
+    import shutil
+
+    from imagination.self_imitation import REAL_SUCCESSES, REAL_SUCCESSES_RECORD
+
+    clone = tmp_path / "clone"
+    shutil.copytree(root, clone)
+    shutil.rmtree(clone / "round_1" / "self_imitation")
+    stand_in = demos.select_episodes([0, 1, 2])
+    save_trajectories_npz(clone / "round_0" / "policy_rollouts.npz", stand_in)
+    cl = Pipeline(load_run_config([f"run_dir={clone}", *base, *od, *si, "self_imitation.clone_real=true"], "run_quick"),
+                  progress=False)
+    with monkeypatch.context() as m:  # the gate leaves every world's success out
+        m.setattr(sim_mod, "reads_below", lambda reads, floor: ["PushCube-v0"])
+        got = sim_mod.self_imitation_round(cl, 1, clone / "round_1", round_object_dynamics(clone, 1))
+    n0 = int(np.sum(stand_in.episode_success))
+    n1 = int(np.sum(rollouts.episode_success))
+    assert got["gated_tasks"] == ["PushCube-v0"] and got["real_successes"] == {"PushCube-v0": n1}
+    assert got["real_successes_cloned"] == n0 + n1 and got["episodes_cloned"] == demos_ok + n0 + n1
+    rec0 = json.loads((clone / "round_0" / REAL_SUCCESSES_RECORD).read_text())
+    assert rec0 == {"source": "policy_rollouts.npz", "episodes": 3, "successes": {"PushCube-v0": n0}}
+    assert json.loads((clone / "round_1" / REAL_SUCCESSES_RECORD).read_text())["source"] == "rollouts.npz"
+    assert (clone / "round_1" / REAL_SUCCESSES).is_file() == (n1 > 0) and n0 > 0
+    won = load_trajectories_npz(clone / "round_0" / REAL_SUCCESSES)
+    assert np.array_equal(won.images, stand_in.select_episodes(np.flatnonzero(stand_in.episode_success)).images)
+    assert won.episode_success.all() and np.all(won.episode_weights == 1)
+    assert not (root / "round_0" / REAL_SUCCESSES_RECORD).exists() and r1["real_successes_cloned"] == 0
+    with pytest.raises(ConfigError, match="self_imitation.clone_real='yes'; expected true or false"):
+        pipe_with("self_imitation.clone_real=yes")
+
     # a finished collection is read back, not played again
     def no_play(*a, **k):
         raise AssertionError("collected again")
@@ -2555,6 +2587,15 @@ def test_sft_takes_extra_episodes_as_a_list_concatenated_once_with_the_demos(tmp
     for given in (files, [a, b]):  # self-imitation's gate leaves a task's successes out, the demos whole
         only_demos = pipe.sft_trajectories(given, drop_tasks={"PushCube-v0"})
         assert only_demos.num_episodes == base.num_episodes and np.array_equal(only_demos.images, base.images)
+    # ... but never the files of whole_files (self_imitation.clone_real's real successes), with or without extra
+    real_kept = pipe.sft_trajectories(files[:1], drop_tasks={"PushCube-v0"}, whole_files=files[1:])
+    ref = Trajectories.concat([base, b])
+    for field in ("images", "states", "actions", "episode_index"):
+        assert np.array_equal(getattr(real_kept, field), getattr(ref, field)), field
+    alone = pipe.sft_trajectories(None, drop_tasks={"PushCube-v0"}, whole_files=files)
+    assert alone.num_episodes == base.num_episodes + 3
+    with pytest.raises(TypeError, match="whole_files goes with extra given as a list of .npz files"):
+        pipe.sft_trajectories([a], whole_files=files)
     pipe.train_sft(tmp_path / "list", extra=[a, b])
     pipe.train_sft(tmp_path / "one", extra=Trajectories.concat([a, b]))
     pipe.train_sft(tmp_path / "gen", extra=(t for t in (a, b)))  # self_imitation_round's: loaded as reached

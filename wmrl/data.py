@@ -380,15 +380,17 @@ def load_trajectories_npz(path: str | Path, frames: bool = True) -> Trajectories
     )
 
 
-def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks: Collection[str] = ()) -> Trajectories:
+def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks: Collection[str] = (),
+                    whole: Collection[str | Path] = ()) -> Trajectories:
     """``Trajectories.concat([head, *(load_trajectories_npz(p) for p in paths)])``, with each file's frames
     decompressed straight into the result's: while it runs, memory holds the result's frames and ``head``'s,
     never a file's (loading the files first holds all of theirs beside the result: e.g. a fifth
     self-imitation round's successes, about 1.9 GB). The files' frames must have ``head``'s size (a one-line
     DatasetError naming the file otherwise, raised before anything is allocated). ``drop_tasks``: task ids whose
     episodes in the files are left out (a file that holds some is decompressed whole, then its other episodes'
-    frames copied: one file's frames are held for that moment)."""
+    frames copied: one file's frames are held for that moment), except in the files of ``whole``, kept whole."""
     paths = [Path(p) for p in paths]
+    keep = {Path(p) for p in whole}
     size = head.images.shape[1:]
     light, rows, shapes = [], [], []
     for p in paths:
@@ -400,7 +402,7 @@ def concat_with_npz(head: Trajectories, paths: Sequence[str | Path], drop_tasks:
                 "to concatenate with the other episodes"
             )
         shapes.append(shape)
-        ok = t.episodes_not_of(drop_tasks)
+        ok = list(range(t.num_episodes)) if p in keep else t.episodes_not_of(drop_tasks)
         every = len(ok) == t.num_episodes
         rows.append(None if every else np.concatenate([np.arange(*t.episode_bounds[i]) for i in ok] or [[]]).astype(int))
         light.append(t if every else t.select_episodes(ok))
