@@ -721,8 +721,9 @@ class Pipeline:
         from wmrl.data import Trajectories, concat_with_npz
 
         whole = [Path(p) for p in whole_files]
-        if whole and extra is not None and not (isinstance(extra, (list, tuple)) and extra
-                                                and all(isinstance(e, (str, Path)) for e in extra)):
+        files = extra is None or (isinstance(extra, (list, tuple)) and bool(extra)
+                                  and all(isinstance(e, (str, Path)) for e in extra))
+        if whole and not files:
             raise TypeError("sft_trajectories: whole_files goes with extra given as a list of .npz files or None")
         traj = self.trajectories()
         if self.cfg.sft_successful_only:
@@ -735,7 +736,7 @@ class Pipeline:
         if extra is None and not whole:
             return traj
         drop = set(drop_tasks)
-        if extra is None or (isinstance(extra, (list, tuple)) and extra and all(isinstance(e, (str, Path)) for e in extra)):
+        if files:
             return concat_with_npz(traj, [*(extra or []), *whole], drop_tasks=drop, whole=whole)
 
         def without(t: Trajectories) -> Trajectories:
